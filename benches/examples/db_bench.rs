@@ -1,0 +1,161 @@
+//! LevelDB db_bench workloads on stampkv and fjall, side by side in one run, with ratios.
+//!
+//! ```text
+//! cargo run --release -p stampkv-benches --example db_bench -- [--num 1000000] [--runs 3]
+//!     [--sync-ops 10000] [--engines stampkv,fjall]
+//! ```
+//! Each engine runs every workload in its own child process (so peak memory is its own);
+//! runs alternate between engines; the table shows the median of the runs.
+//! Workloads (16-byte keys, 100-byte incompressible values): fillseq, fillrandom,
+//! overwrite (a second random fill over the same keys), readrandom (every key once, random
+//! order, right after overwrite), readseq (one full scan), fillsync with 1 and 8 writers
+//! (each commit durable before it returns).
+
+#[path = "../peers/fjall_peer.rs"]
+mod fjall_peer;
+
+use stampkv_benches::{
+    dir_bytes, fill, fill_sync, peak_rss_bytes, read, read_seq, shuffled, value_pool, BenchEngine,
+    StampkvEngine, KEY_BYTES, VALUE_BYTES,
+};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+const WORKLOADS: [&str; 7] =
+    ["fillseq", "fillrandom", "overwrite", "readrandom", "readseq", "fillsync_1", "fillsync_8"];
+
+struct Args {
+    num: u64,
+    runs: usize,
+    sync_ops: u64,
+    engines: Vec<String>,
+    child: Option<String>,
+}
+
+fn parse_args() -> Args {
+    let mut args = Args { num: 1_000_000, runs: 3, sync_ops: 10_000, engines: vec!["stampkv".into(), "fjall".into()], child: None };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let mut value = || it.next().unwrap_or_else(|| panic!("{flag} needs a value"));
+        match flag.as_str() {
+            "--num" => args.num = value().parse().expect("--num"),
+            "--runs" => args.runs = value().parse().expect("--runs"),
+            "--sync-ops" => args.sync_ops = value().parse().expect("--sync-ops"),
+            "--engines" => args.engines = value().split(',').map(str::to_owned).collect(),
+            "--child" => args.child = Some(value()),
+            "--bench" => {}
+            other => panic!("unknown argument {other}"),
+        }
+    }
+    args
+}
+
+fn open(engine: &str, dir: &Path) -> Arc<dyn BenchEngine> {
+    match engine {
+        "stampkv" => Arc::new(StampkvEngine::open(dir)),
+        "fjall" => Arc::new(fjall_peer::FjallEngine::open(dir)),
+        other => panic!("unknown engine {other}"),
+    }
+}
+
+fn rate(ops: u64, elapsed: Duration) -> f64 {
+    ops as f64 / elapsed.as_secs_f64()
+}
+
+/// Runs every workload on one engine and prints `RESULT name ops_per_sec` lines.
+fn child(engine: &str, args: &Args) {
+    let pool = Arc::new(value_pool(42));
+    let root = tempfile::tempdir().expect("tempdir");
+    let n = args.num;
+    let sequential: Vec<u64> = (0..n).collect();
+    {
+        let db = open(engine, &root.path().join("seq"));
+        let elapsed = fill(&*db, &sequential, &pool);
+        println!("RESULT fillseq {}", rate(n, elapsed));
+    }
+    let random_dir = root.path().join("random");
+    {
+        let db = open(engine, &random_dir);
+        let elapsed = fill(&*db, &shuffled(n, 1), &pool);
+        println!("RESULT fillrandom {}", rate(n, elapsed));
+        let elapsed = fill(&*db, &shuffled(n, 2), &pool);
+        println!("RESULT overwrite {}", rate(n, elapsed));
+        let elapsed = read(&*db, &shuffled(n, 3));
+        println!("RESULT readrandom {}", rate(n, elapsed));
+        let elapsed = read_seq(&*db, n as usize);
+        println!("RESULT readseq {}", rate(n, elapsed));
+        let logical = n * (KEY_BYTES + VALUE_BYTES) as u64;
+        println!("INFO space_amplification {:.2}", dir_bytes(&random_dir) as f64 / logical as f64);
+        println!("INFO report {}", db.report());
+    }
+    for threads in [1u64, 8] {
+        let db = open(engine, &root.path().join(format!("sync{threads}")));
+        let elapsed = fill_sync(&db, args.sync_ops, threads, &pool);
+        println!("RESULT fillsync_{threads} {}", rate(args.sync_ops, elapsed));
+    }
+    println!("INFO peak_rss_mib {:.0}", peak_rss_bytes().unwrap_or(0) as f64 / (1 << 20) as f64);
+}
+
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+fn main() {
+    let args = parse_args();
+    if let Some(engine) = &args.child {
+        child(engine, &args);
+        return;
+    }
+    let exe = std::env::current_exe().expect("current exe");
+    let mut results: BTreeMap<(String, String), Vec<f64>> = BTreeMap::new();
+    let mut infos: BTreeMap<(String, String), String> = BTreeMap::new();
+    for run in 0..args.runs {
+        for engine in &args.engines {
+            eprintln!("run {} of {}: {engine}", run + 1, args.runs);
+            let output = Command::new(&exe)
+                .args(["--child", engine, "--num", &args.num.to_string(), "--sync-ops", &args.sync_ops.to_string()])
+                .output()
+                .expect("run child");
+            assert!(output.status.success(), "{engine} failed: {}", String::from_utf8_lossy(&output.stderr));
+            for line in String::from_utf8_lossy(&output.stdout).lines() {
+                let mut parts = line.splitn(3, ' ');
+                match (parts.next(), parts.next(), parts.next()) {
+                    (Some("RESULT"), Some(name), Some(value)) => results
+                        .entry((engine.clone(), name.to_owned()))
+                        .or_default()
+                        .push(value.parse().expect("number")),
+                    (Some("INFO"), Some(name), Some(value)) => {
+                        infos.insert((engine.clone(), name.to_owned()), value.to_owned());
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+    println!("db_bench: {} entries, {KEY_BYTES}-byte keys, {VALUE_BYTES}-byte values, median of {} runs", args.num, args.runs);
+    print!("{:<12}", "workload");
+    for engine in &args.engines {
+        print!("{engine:>14}");
+    }
+    println!("{:>10}", "ratio");
+    for workload in WORKLOADS {
+        print!("{workload:<12}");
+        let mut medians = Vec::new();
+        for engine in &args.engines {
+            let m = results.get_mut(&(engine.clone(), workload.to_owned())).map_or(0.0, |v| median(v));
+            medians.push(m);
+            print!("{m:>12.0}/s");
+        }
+        if medians.len() == 2 && medians[1] > 0.0 {
+            print!("{:>10.2}", medians[0] / medians[1]);
+        }
+        println!();
+    }
+    for ((engine, name), value) in &infos {
+        println!("{engine} {name}: {value}");
+    }
+}

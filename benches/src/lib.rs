@@ -1,0 +1,202 @@
+//! Workloads shared by the benchmarks: LevelDB db_bench's, with 16-byte keys and 100-byte
+//! values, run against any engine behind [`BenchEngine`].
+
+use stampkv_engine::{Db, Options, SyncMode};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Key size in bytes (db_bench's default).
+pub const KEY_BYTES: usize = 16;
+/// Value size in bytes (db_bench's default).
+pub const VALUE_BYTES: usize = 100;
+
+/// The operations the workloads need from an engine.
+pub trait BenchEngine: Send + Sync {
+    /// Writes one key, handed to the OS but not synced.
+    fn put(&self, key: &[u8], value: &[u8]);
+    /// Writes one key durably (fdatasync before returning).
+    fn put_durable(&self, key: &[u8], value: &[u8]);
+    /// Reads one key; whether it was found.
+    fn get(&self, key: &[u8]) -> bool;
+    /// Iterates over everything in key order; the number of entries.
+    fn scan_all(&self) -> usize;
+    /// Makes everything durable (end of a bulk phase).
+    fn sync(&self);
+    /// Engine statistics worth printing, if any.
+    fn report(&self) -> String {
+        String::new()
+    }
+}
+
+/// Key `i`: `k` followed by 15 zero-padded digits, so key order is numeric order.
+pub fn key(i: u64) -> [u8; KEY_BYTES] {
+    let mut key = [b'0'; KEY_BYTES];
+    key[0] = b'k';
+    let mut n = i;
+    for byte in key[1..].iter_mut().rev() {
+        *byte = b'0' + (n % 10) as u8;
+        n /= 10;
+    }
+    key
+}
+
+/// A deterministic generator (SplitMix64).
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator from a seed.
+    pub fn new(seed: u64) -> Self {
+        Rng(seed)
+    }
+    /// The next number.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+}
+
+/// Incompressible value bytes, cycled through by the workloads.
+pub fn value_pool(seed: u64) -> Vec<u8> {
+    let mut rng = Rng::new(seed);
+    (0..1 << 20).map(|_| rng.next_u64() as u8).collect()
+}
+
+/// The `i`-th value from the pool.
+pub fn value(pool: &[u8], i: u64) -> &[u8] {
+    let start = (i as usize * 97) % (pool.len() - VALUE_BYTES);
+    &pool[start..start + VALUE_BYTES]
+}
+
+/// 0..n in a random order.
+pub fn shuffled(n: u64, seed: u64) -> Vec<u64> {
+    let mut order: Vec<u64> = (0..n).collect();
+    let mut rng = Rng::new(seed);
+    for i in (1..order.len()).rev() {
+        let j = (rng.next_u64() % (i as u64 + 1)) as usize;
+        order.swap(i, j);
+    }
+    order
+}
+
+/// Inserts keys in the given order.
+pub fn fill(engine: &dyn BenchEngine, order: &[u64], pool: &[u8]) -> Duration {
+    let start = Instant::now();
+    for &i in order {
+        engine.put(&key(i), value(pool, i));
+    }
+    start.elapsed()
+}
+
+/// Reads keys in the given order; panics if one is missing.
+pub fn read(engine: &dyn BenchEngine, order: &[u64]) -> Duration {
+    let start = Instant::now();
+    for &i in order {
+        assert!(engine.get(&key(i)), "key {i} missing");
+    }
+    start.elapsed()
+}
+
+/// Scans everything; checks the count.
+pub fn read_seq(engine: &dyn BenchEngine, expected: usize) -> Duration {
+    let start = Instant::now();
+    let count = engine.scan_all();
+    let elapsed = start.elapsed();
+    assert_eq!(count, expected, "scan count");
+    elapsed
+}
+
+/// `total` durable single-key commits spread over `threads` writers.
+pub fn fill_sync(engine: &Arc<dyn BenchEngine>, total: u64, threads: u64, pool: &Arc<Vec<u8>>) -> Duration {
+    let start = Instant::now();
+    let handles: Vec<_> = (0..threads)
+        .map(|t| {
+            let (engine, pool) = (engine.clone(), pool.clone());
+            std::thread::spawn(move || {
+                let mut i = t;
+                while i < total {
+                    engine.put_durable(&key(i), value(&pool, i));
+                    i += threads;
+                }
+            })
+        })
+        .collect();
+    for handle in handles {
+        handle.join().expect("writer thread");
+    }
+    start.elapsed()
+}
+
+/// stampkv's engine under the benchmark settings.
+pub struct StampkvEngine {
+    /// The database.
+    pub db: Db,
+}
+
+impl StampkvEngine {
+    /// Opens a database in `dir`: default options, commits handed to the OS without an
+    /// fsync (like fjall's default), except `put_durable`, which syncs.
+    pub fn open(dir: &Path) -> Self {
+        let options = Options { sync_mode: SyncMode::Buffered, ..Options::default() };
+        StampkvEngine { db: Db::open(dir, options).expect("open stampkv") }
+    }
+}
+
+impl BenchEngine for StampkvEngine {
+    fn put(&self, key: &[u8], value: &[u8]) {
+        self.db.put(key, value).expect("put");
+    }
+    fn put_durable(&self, key: &[u8], value: &[u8]) {
+        let mut batch = stampkv_engine::WriteBatch::new();
+        batch.put(key, value);
+        let options = stampkv_engine::WriteOptions { sync: Some(true) };
+        self.db.write_opt(batch, options).expect("put");
+    }
+    fn get(&self, key: &[u8]) -> bool {
+        self.db.get(key).expect("get").is_some()
+    }
+    fn scan_all(&self) -> usize {
+        self.db.iter().map(|e| e.expect("scan")).count()
+    }
+    fn sync(&self) {
+        self.db.sync_wal().expect("sync");
+    }
+    fn report(&self) -> String {
+        let stats = self.db.stats();
+        format!(
+            "write-amp {:.2}, files/level {:?}, stalls {} ({} ms)",
+            stats.write_amplification(),
+            stats.files_per_level,
+            stats.stalls + stats.slowdowns,
+            stats.stall_micros / 1000
+        )
+    }
+}
+
+/// Peak resident memory of this process (VmHWM), in bytes, if the OS reports it.
+pub fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// Bytes of all files below `dir` (apparent sizes).
+pub fn dir_bytes(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+    entries
+        .filter_map(Result::ok)
+        .map(|e| {
+            let path = e.path();
+            if path.is_dir() {
+                dir_bytes(&path)
+            } else {
+                e.metadata().map_or(0, |m| m.len())
+            }
+        })
+        .sum()
+}

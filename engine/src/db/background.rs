@@ -1,0 +1,95 @@
+//! Background threads: one flushes frozen memtables, one compacts, and with
+//! [`SyncMode::Periodic`] one syncs the WAL on a timer. A failure in any of them poisons
+//! the database (writes fail from then on; reads go on working).
+
+use super::compaction;
+use super::DbInner;
+use crate::options::SyncMode;
+use crate::Error;
+use std::sync::Arc;
+use std::thread::{Builder, JoinHandle};
+use std::time::Duration;
+
+/// Starts the background threads the options ask for.
+pub(crate) fn start(inner: &Arc<DbInner>) -> Vec<JoinHandle<()>> {
+    let mut threads = Vec::new();
+    if inner.threads_mode() {
+        let flusher = inner.clone();
+        threads.push(spawn("stampkv-flush", move || flush_loop(&flusher)));
+        let compactor = inner.clone();
+        threads.push(spawn("stampkv-compact", move || compaction_loop(&compactor)));
+        inner.request_compaction();
+    }
+    if let SyncMode::Periodic(interval) = inner.options.sync_mode {
+        let syncer = inner.clone();
+        threads.push(spawn("stampkv-sync", move || sync_loop(&syncer, interval)));
+    }
+    threads
+}
+
+fn spawn(name: &str, body: impl FnOnce() + Send + 'static) -> JoinHandle<()> {
+    Builder::new().name(name.to_owned()).spawn(body).expect("cannot start a background thread")
+}
+
+/// Waits until `wanted` says there is work or shutdown is requested; false on shutdown.
+fn wait_for_work(inner: &DbInner, wanted: impl Fn(&mut super::WorkState) -> bool) -> bool {
+    let mut work = inner.work.lock();
+    loop {
+        if work.shutdown {
+            return false;
+        }
+        if wanted(&mut work) {
+            return true;
+        }
+        inner.work_cv.wait(&mut work);
+    }
+}
+
+fn report(inner: &DbInner, result: crate::Result<()>) {
+    match result {
+        Ok(()) | Err(Error::Closed) => {}
+        Err(e) => {
+            inner.poison(e);
+        }
+    }
+}
+
+fn flush_loop(inner: &DbInner) {
+    while wait_for_work(inner, |w| std::mem::take(&mut w.flush_pending)) {
+        let result = (|| {
+            while inner.flush_oldest()? {
+                inner.request_compaction();
+                inner.notify_room();
+            }
+            Ok(())
+        })();
+        report(inner, result);
+        inner.notify_room();
+    }
+}
+
+fn compaction_loop(inner: &DbInner) {
+    while wait_for_work(inner, |w| std::mem::take(&mut w.compaction_pending)) {
+        report(inner, compaction::compact_while_needed(inner));
+    }
+}
+
+fn sync_loop(inner: &DbInner, interval: Duration) {
+    loop {
+        let deadline = std::time::Instant::now() + interval;
+        {
+            let mut work = inner.work.lock();
+            while !work.shutdown && std::time::Instant::now() < deadline {
+                inner.work_cv.wait_until(&mut work, deadline);
+            }
+            if work.shutdown {
+                return;
+            }
+        }
+        let end = inner.wal.written_position();
+        if let Err(e) = inner.wal.sync_to(end) {
+            inner.poison(e.into());
+            return;
+        }
+    }
+}

@@ -1,0 +1,227 @@
+//! Writing tables, and flushing frozen memtables to level 0.
+
+use super::gc::{Decision, GcFilter, GcPoint};
+use super::{DbInner, ReadState};
+use crate::filename;
+use crate::fs::{FileWriter, Fs, TableFile as TableFileAdapter};
+use crate::iter::InternalIterator;
+use crate::key::{self, EntryKind};
+use crate::memtable::{Memtable, MemtableIter};
+use crate::stats::Counters;
+use crate::version::{FileDesc, TableFile, VersionEdit};
+use crate::{Error, Result};
+use stampkv_sstable::{BlockCache, Table, TableBuilder, TableOptions};
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// A table being written.
+pub(crate) struct TableOutput {
+    pub number: u64,
+    builder: TableBuilder<FileWriter>,
+    last_key: Vec<u8>,
+}
+
+impl TableOutput {
+    /// Adds an entry according to a GC decision (dropped entries are not passed here).
+    pub fn add(&mut self, user_key: &[u8], trailer: u64, value: &[u8], decision: Decision) -> Result<()> {
+        match decision {
+            Decision::Keep => self.builder.add(user_key, trailer, value)?,
+            Decision::KeepAsTombstone => {
+                let tombstone = key::trailer(key::trailer_seq(trailer), EntryKind::Delete);
+                self.builder.add(user_key, tombstone, &[])?
+            }
+            Decision::Drop => return Ok(()),
+        }
+        if self.last_key != user_key {
+            self.last_key.clear();
+            self.last_key.extend_from_slice(user_key);
+        }
+        Ok(())
+    }
+
+    /// Bytes written so far.
+    pub fn size(&self) -> u64 {
+        self.builder.estimated_size()
+    }
+
+    /// Whether nothing was added.
+    pub fn is_empty(&self) -> bool {
+        self.builder.entry_count() == 0
+    }
+
+    /// The last user key added.
+    pub fn last_key(&self) -> &[u8] {
+        &self.last_key
+    }
+}
+
+/// What writing and opening tables needs; shared by open-time recovery and the database.
+pub(crate) struct TableEnv {
+    pub fs: Arc<dyn Fs>,
+    pub dir: PathBuf,
+    pub options: TableOptions,
+    pub cache: Arc<BlockCache>,
+}
+
+impl TableEnv {
+    /// Creates table file `number` and a builder writing to it.
+    pub fn start(&self, number: u64) -> Result<TableOutput> {
+        let path = filename::table_path(&self.dir, number);
+        let file = self.fs.create(&path).map_err(|e| Error::io(format!("creating {}", path.display()), e))?;
+        let builder = TableBuilder::new(FileWriter::new(file), self.options.clone());
+        Ok(TableOutput { number, builder, last_key: Vec::new() })
+    }
+
+    /// Finishes and syncs a table and opens it; `None` (and no file) if it is empty. The
+    /// caller syncs the directory before recording the file in the manifest.
+    pub fn finish(&self, output: TableOutput) -> Result<Option<Arc<TableFile>>> {
+        let path = filename::table_path(&self.dir, output.number);
+        let name = path.display().to_string();
+        if output.is_empty() {
+            drop(output);
+            self.fs.remove(&path).map_err(|e| Error::io(format!("removing {name}"), e))?;
+            return Ok(None);
+        }
+        let (summary, writer) = output.builder.finish(&[])?;
+        let file = writer.finish_synced().map_err(|e| Error::io(format!("writing {name}"), e))?;
+        let desc = FileDesc {
+            number: output.number,
+            size: summary.file_size,
+            entry_count: summary.entry_count,
+            smallest_key: summary.smallest_key,
+            smallest_trailer: summary.smallest_trailer,
+            largest_key: summary.largest_key,
+            largest_trailer: summary.largest_trailer,
+        };
+        self.open_file(desc, file).map(Some)
+    }
+
+    /// Opens a table the manifest lists.
+    pub fn open_existing(&self, desc: FileDesc) -> Result<Arc<TableFile>> {
+        let path = filename::table_path(&self.dir, desc.number);
+        let file = self.fs.open(&path).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => {
+                Error::corruption(path.display().to_string(), None, "table listed in the manifest is missing")
+            }
+            _ => Error::io(format!("opening {}", path.display()), e),
+        })?;
+        self.open_file(desc, file)
+    }
+
+    fn open_file(&self, desc: FileDesc, file: Arc<dyn crate::fs::FsFile>) -> Result<Arc<TableFile>> {
+        let path = filename::table_path(&self.dir, desc.number);
+        let name = path.display().to_string();
+        let table = Table::open(Arc::new(TableFileAdapter(file)), desc.number, name, Some(self.cache.clone()))?;
+        Ok(Arc::new(TableFile::new(desc, table, path, self.fs.clone())))
+    }
+
+    /// Makes newly created files' directory entries durable.
+    pub fn sync_dir(&self) -> Result<()> {
+        self.fs.sync_dir(&self.dir).map_err(|e| Error::io("syncing the database directory", e))
+    }
+
+    /// Writes a memtable's entries to table `number`, dropping versions no reader can see.
+    pub fn write_memtable(&self, mem: &Arc<Memtable>, point: GcPoint, number: u64) -> Result<Option<Arc<TableFile>>> {
+        if mem.is_empty() {
+            return Ok(None);
+        }
+        let mut output = self.start(number)?;
+        let mut filter = GcFilter::new(point);
+        let mut iter = MemtableIter::new(mem.clone());
+        iter.seek_to_first()?;
+        while iter.valid() {
+            // Tombstones stay: older versions may live in the levels below.
+            let decision = filter.decide(iter.user_key(), iter.trailer(), iter.value(), |_| false);
+            output.add(iter.user_key(), iter.trailer(), iter.value(), decision)?;
+            iter.next()?;
+        }
+        self.finish(output)
+    }
+}
+
+impl DbInner {
+    /// The oldest sequence number and time any reader may still use.
+    pub(crate) fn gc_point(&self) -> GcPoint {
+        let snapshots = self.snapshots.lock();
+        let visible = self.visible_seq.load(Ordering::Acquire);
+        let now = self.clock.now_ms();
+        match snapshots.horizon() {
+            Some((seq, time)) => GcPoint { smallest_snapshot: seq.min(visible), time_ms: time.min(now) },
+            None => GcPoint { smallest_snapshot: visible, time_ms: now },
+        }
+    }
+
+    /// Starts a new table file.
+    pub(crate) fn start_table(&self) -> Result<TableOutput> {
+        self.tables.start(self.next_file.fetch_add(1, Ordering::SeqCst))
+    }
+
+    /// Finishes a table (see [`TableEnv::finish`]).
+    pub(crate) fn finish_table(&self, output: TableOutput) -> Result<Option<Arc<TableFile>>> {
+        self.tables.finish(output)
+    }
+
+    /// Makes newly created files' directory entries durable.
+    pub(crate) fn sync_dir(&self) -> Result<()> {
+        self.tables.sync_dir()
+    }
+
+    /// Flushes the oldest frozen memtable to level 0. Returns false if there was none.
+    pub(crate) fn flush_oldest(&self) -> Result<bool> {
+        let Some(imm) = self.read_state.read().imms.last().cloned() else {
+            return Ok(false);
+        };
+        if self.is_poisoned() {
+            return Err(Error::Poisoned { reason: "flush stopped after an earlier failure".into() });
+        }
+        let number = self.next_file.fetch_add(1, Ordering::SeqCst);
+        let file = self.tables.write_memtable(&imm, self.gc_point(), number)?;
+        if file.is_some() {
+            self.sync_dir()?;
+        }
+        let mut versions = self.versions.lock();
+        let next_segment = {
+            let state = self.read_state.read();
+            let count = state.imms.len();
+            debug_assert!(Arc::ptr_eq(&state.imms[count - 1], &imm));
+            if count >= 2 {
+                state.imms[count - 2].wal_segment()
+            } else {
+                state.mem.wal_segment()
+            }
+        };
+        let added: Vec<Arc<TableFile>> = file.into_iter().collect();
+        let edit = VersionEdit {
+            log_number: Some(next_segment),
+            last_seq: Some(imm.sealed_seq()),
+            added: added.iter().map(|f| (0, f.desc.clone())).collect(),
+            ..VersionEdit::default()
+        };
+        let version = versions.log_and_apply(edit, &added, &self.next_file)?;
+        {
+            let mut state = self.read_state.write();
+            let mut imms = state.imms.clone();
+            imms.pop();
+            *state = Arc::new(ReadState { mem: state.mem.clone(), imms, version });
+        }
+        drop(versions);
+        self.remove_wal_segments_below(next_segment);
+        Counters::add(&self.counters.flushes, 1);
+        Counters::add(&self.counters.flush_bytes, added.iter().map(|f| f.desc.size).sum());
+        Ok(true)
+    }
+
+    /// Removes WAL segments whose commits are all in tables.
+    fn remove_wal_segments_below(&self, number: u64) {
+        self.wal_segments.lock().retain(|&segment| {
+            if segment < number {
+                // A segment that cannot be removed now is removed at the next open.
+                let _ = self.fs.remove(&filename::wal_path(&self.dir, segment));
+                false
+            } else {
+                true
+            }
+        });
+    }
+}

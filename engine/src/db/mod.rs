@@ -1,0 +1,410 @@
+//! The database: ties the WAL, memtables, versions and background work together.
+//!
+//! Locks, always taken in this order (never the reverse):
+//! `commit` → `versions` → `read_state` (write) ; `publish`, `snapshots`, `work`,
+//! `wal_segments` are leaves. Readers take only `read_state` for reading, briefly.
+
+mod background;
+mod compaction;
+mod flush;
+mod gc;
+mod open;
+mod read;
+mod write;
+
+pub use read::{DbIter, Entry, LatestView, Snapshot};
+
+use crate::clock::Clock;
+use crate::fs::{Fs, FsLock, LogFileHandle, MemFs, StdFs};
+use crate::memtable::Memtable;
+use crate::options::{BackgroundMode, Options, WriteOptions};
+use crate::stats::{Counters, SpaceUsage, Stats};
+use crate::version::{Version, VersionSet, NUM_LEVELS};
+use crate::{filename, Error, Result, WriteBatch};
+use parking_lot::{Condvar, Mutex, RwLock};
+use stampkv_sstable::BlockCache;
+use stampkv_wal::{LogPosition, SegmentDir, Wal};
+use std::collections::{BTreeMap, VecDeque};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+/// What readers need to find data: the memtables and the table files, swapped as a whole.
+pub(crate) struct ReadState {
+    /// The memtable receiving writes.
+    pub mem: Arc<Memtable>,
+    /// Frozen memtables awaiting flush, newest first.
+    pub imms: Vec<Arc<Memtable>>,
+    /// The live table files.
+    pub version: Arc<Version>,
+}
+
+/// State of the writer side, under the `commit` lock.
+pub(crate) struct CommitState {
+    /// Sequence number of the last applied commit (it may not be visible yet).
+    pub last_seq: u64,
+    /// The memtable receiving writes.
+    pub mem: Arc<Memtable>,
+    /// Set by `close`.
+    pub closed: bool,
+}
+
+/// Commits applied but waiting for their WAL sync before they may become visible.
+#[derive(Default)]
+pub(crate) struct PublishState {
+    /// (sequence, end of its WAL record) of commits that asked for a sync, in order.
+    pub pending_sync: VecDeque<(u64, LogPosition)>,
+    /// Sequence number of the last applied commit.
+    pub applied_seq: u64,
+}
+
+/// Requests to the background threads.
+#[derive(Default)]
+pub(crate) struct WorkState {
+    pub flush_pending: bool,
+    pub compaction_pending: bool,
+    pub shutdown: bool,
+}
+
+/// Live snapshots: id → (sequence, read time).
+#[derive(Default)]
+pub(crate) struct SnapshotList {
+    next_id: u64,
+    live: BTreeMap<u64, (u64, u64)>,
+}
+
+/// Creates WAL segment files through the engine's [`Fs`].
+pub(crate) struct WalDir {
+    fs: Arc<dyn Fs>,
+    dir: PathBuf,
+}
+
+impl SegmentDir for WalDir {
+    type File = LogFileHandle;
+    fn create_segment(&self, number: u64) -> io::Result<LogFileHandle> {
+        Ok(LogFileHandle(self.fs.create(&filename::wal_path(&self.dir, number))?))
+    }
+    fn sync_dir(&self) -> io::Result<()> {
+        self.fs.sync_dir(&self.dir)
+    }
+}
+
+/// What opening the database found in the write-ahead log.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecoveryReport {
+    /// WAL segments replayed.
+    pub segments: Vec<u64>,
+    /// Commits replayed from the WAL.
+    pub commits_replayed: u64,
+    /// How each replayed segment ended.
+    pub segment_ends: Vec<stampkv_wal::SegmentEnd>,
+    /// Last sequence number after recovery.
+    pub last_sequence: u64,
+}
+
+/// Shared state of an open database.
+pub(crate) struct DbInner {
+    pub dir: PathBuf,
+    pub fs: Arc<dyn Fs>,
+    pub options: Options,
+    pub clock: Arc<dyn Clock>,
+    pub block_cache: Arc<BlockCache>,
+    pub tables: flush::TableEnv,
+    pub next_file: AtomicU64,
+    pub commit: Mutex<CommitState>,
+    /// Wakes writers waiting for room (flush or compaction progress) and `flush` callers.
+    pub room_cv: Condvar,
+    pub read_state: RwLock<Arc<ReadState>>,
+    /// Commits up to this sequence number are visible to readers.
+    pub visible_seq: AtomicU64,
+    pub publish: Mutex<PublishState>,
+    pub publish_cv: Condvar,
+    pub versions: Mutex<VersionSet>,
+    pub snapshots: Mutex<SnapshotList>,
+    pub wal: Wal<WalDir>,
+    /// Live WAL segment numbers, ascending.
+    pub wal_segments: Mutex<Vec<u64>>,
+    pub work: Mutex<WorkState>,
+    pub work_cv: Condvar,
+    /// Held by whoever runs a compaction (background or manual).
+    pub compaction_lock: Mutex<()>,
+    poisoned: AtomicBool,
+    poison_reason: Mutex<Option<String>>,
+    pub counters: Counters,
+    pub recovery: RecoveryReport,
+    lock: Mutex<Option<Box<dyn FsLock>>>,
+}
+
+/// An open database. Share it between threads by reference or `Arc`; every method takes
+/// `&self`. Dropping it closes it (use [`Db::close`] to see errors).
+pub struct Db {
+    inner: Arc<DbInner>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for Db {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Db").field("dir", &self.inner.dir).finish_non_exhaustive()
+    }
+}
+
+impl Db {
+    /// Opens (or creates) the database in directory `path` on the real file system.
+    pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Db> {
+        Self::open_with_fs(Arc::new(StdFs), path, options)
+    }
+
+    /// Opens a new database that lives in memory only (tests, scratch data).
+    pub fn open_in_memory(options: Options) -> Result<Db> {
+        Self::open_with_fs(Arc::new(MemFs::new()), "/stampkv", options)
+    }
+
+    /// Opens (or creates) the database in `path` on the given file system.
+    pub fn open_with_fs(fs: Arc<dyn Fs>, path: impl AsRef<Path>, options: Options) -> Result<Db> {
+        let inner = Arc::new(open::open(fs, path.as_ref(), options)?);
+        let threads = background::start(&inner);
+        Ok(Db { inner, threads: Mutex::new(threads) })
+    }
+
+    /// Applies `batch` atomically with the database's sync mode; returns its sequence number.
+    pub fn write(&self, batch: WriteBatch) -> Result<u64> {
+        self.write_opt(batch, WriteOptions::default())
+    }
+
+    /// Applies `batch` atomically; returns its sequence number.
+    pub fn write_opt(&self, batch: WriteBatch, options: WriteOptions) -> Result<u64> {
+        self.inner.commit(options, |_| Ok::<_, Error>((batch, ()))).map(|(seq, ())| seq)
+    }
+
+    /// Builds a batch from the latest state and commits it, atomically: no other commit
+    /// runs between `build` reading and the batch being applied. `build` may return an error
+    /// to commit nothing. Used for optimistic checks and read-modify-write operations.
+    pub fn write_with<T, E: From<Error>>(
+        &self,
+        options: WriteOptions,
+        build: impl FnOnce(&LatestView<'_>) -> Result<(WriteBatch, T), E>,
+    ) -> Result<(u64, T), E> {
+        self.inner.commit(options, build)
+    }
+
+    /// Sets one key.
+    pub fn put(&self, key: &[u8], value: &[u8]) -> Result<u64> {
+        let mut batch = WriteBatch::new();
+        batch.put(key, value);
+        self.write(batch)
+    }
+
+    /// Deletes one key.
+    pub fn delete(&self, key: &[u8]) -> Result<u64> {
+        let mut batch = WriteBatch::new();
+        batch.delete(key);
+        self.write(batch)
+    }
+
+    /// The current value of `key`.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        Ok(self.get_entry(key)?.map(|e| e.value))
+    }
+
+    /// The current entry of `key`, with its sequence number and expiry.
+    pub fn get_entry(&self, key: &[u8]) -> Result<Option<Entry>> {
+        let (seq, state) = self.inner.read_view();
+        read::get_in(&state, key, seq, self.inner.clock.now_ms())
+    }
+
+    /// Entries with keys in `range`, in key order; reverse with `.rev()` (double-ended).
+    /// One consistent view of the database is used for the whole iteration.
+    pub fn range<K: AsRef<[u8]>, R: std::ops::RangeBounds<K>>(&self, range: R) -> DbIter {
+        let (seq, state) = self.inner.read_view();
+        DbIter::new(state, seq, self.inner.clock.now_ms(), &range)
+    }
+
+    /// Every entry, in key order.
+    pub fn iter(&self) -> DbIter {
+        self.range::<&[u8], _>(..)
+    }
+
+    /// A consistent read-only view at the current state; versions it can see are kept
+    /// until it is dropped.
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot::new(&self.inner)
+    }
+
+    /// Sequence number of the last visible commit.
+    pub fn last_sequence(&self) -> u64 {
+        self.inner.visible_seq.load(Ordering::Acquire)
+    }
+
+    /// Freezes the memtable and waits until every frozen memtable is written to a table.
+    pub fn flush(&self) -> Result<()> {
+        self.inner.flush()
+    }
+
+    /// Makes every acknowledged commit durable (`fdatasync` of the WAL).
+    pub fn sync_wal(&self) -> Result<()> {
+        let end = self.inner.wal.written_position();
+        self.inner.wal.sync_to(end).map_err(|e| self.inner.poison(e.into()))
+    }
+
+    /// Flushes, then compacts every level down into the deepest one, dropping every
+    /// version, tombstone and expired entry no reader can see.
+    pub fn compact(&self) -> Result<()> {
+        self.inner.flush()?;
+        compaction::compact_all(&self.inner)
+    }
+
+    /// Statistics (counters since open and the current shape of the tree).
+    pub fn stats(&self) -> Stats {
+        self.inner.stats()
+    }
+
+    /// Live bytes versus disk bytes, by scanning everything (costly on large databases).
+    pub fn space_usage(&self) -> Result<SpaceUsage> {
+        let mut usage = SpaceUsage::default();
+        for entry in self.iter() {
+            let entry = entry?;
+            usage.live_entries += 1;
+            usage.live_bytes += (entry.key.len() + entry.value.len()) as u64;
+        }
+        let stats = self.stats();
+        usage.disk_bytes = stats.table_bytes + stats.wal_bytes_on_disk;
+        Ok(usage)
+    }
+
+    /// What open found in the write-ahead log.
+    pub fn recovery_report(&self) -> &RecoveryReport {
+        &self.inner.recovery
+    }
+
+    /// Stops background work, syncs and seals the WAL and releases the directory lock.
+    /// Snapshots and iterators still alive can go on reading.
+    pub fn close(self) -> Result<()> {
+        self.shutdown()
+    }
+
+    fn shutdown(&self) -> Result<()> {
+        {
+            let mut commit = self.inner.commit.lock();
+            if commit.closed {
+                return Ok(());
+            }
+            commit.closed = true;
+        }
+        self.inner.work.lock().shutdown = true;
+        self.inner.work_cv.notify_all();
+        for handle in self.threads.lock().drain(..) {
+            let _ = handle.join();
+        }
+        let result = if self.inner.is_poisoned() { Ok(()) } else { self.inner.wal.close().map_err(Error::from) };
+        self.inner.lock.lock().take();
+        self.inner.publish_cv.notify_all();
+        result
+    }
+}
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        let _ = self.shutdown();
+    }
+}
+
+impl DbInner {
+    /// The sequence number and read state a new read uses, taken atomically with respect
+    /// to memtable switches and version installs.
+    pub fn read_view(&self) -> (u64, Arc<ReadState>) {
+        let state = self.read_state.read();
+        let seq = self.visible_seq.load(Ordering::Acquire);
+        (seq, state.clone())
+    }
+
+    /// Whether a failure has stopped writes.
+    pub fn is_poisoned(&self) -> bool {
+        self.poisoned.load(Ordering::Acquire)
+    }
+
+    /// Records the first failure; from now on writes fail. Returns the error to report.
+    pub fn poison(&self, error: Error) -> Error {
+        let mut reason = self.poison_reason.lock();
+        if reason.is_none() {
+            *reason = Some(error.to_string());
+        }
+        self.poisoned.store(true, Ordering::Release);
+        drop(reason);
+        self.publish_cv.notify_all();
+        self.room_cv.notify_all();
+        self.work_cv.notify_all();
+        error
+    }
+
+    /// The error a write gets once the database is poisoned or closed.
+    pub fn check_writable(&self, commit: &CommitState) -> Result<()> {
+        if commit.closed {
+            return Err(Error::Closed);
+        }
+        if self.is_poisoned() {
+            let reason = self.poison_reason.lock().clone().unwrap_or_default();
+            return Err(Error::Poisoned { reason });
+        }
+        Ok(())
+    }
+
+    pub fn threads_mode(&self) -> bool {
+        self.options.background == BackgroundMode::Threads
+    }
+
+    /// Wakes writers waiting for room. Takes the commit lock so a waiter cannot miss it.
+    pub fn notify_room(&self) {
+        if self.threads_mode() {
+            drop(self.commit.lock());
+            self.room_cv.notify_all();
+        }
+    }
+
+    pub fn request_flush(&self) {
+        self.work.lock().flush_pending = true;
+        self.work_cv.notify_all();
+    }
+
+    pub fn request_compaction(&self) {
+        self.work.lock().compaction_pending = true;
+        self.work_cv.notify_all();
+    }
+
+    pub fn shutting_down(&self) -> bool {
+        self.work.lock().shutdown
+    }
+
+    fn stats(&self) -> Stats {
+        let mut stats = Stats::default();
+        stats.fill_counters(&self.counters);
+        let wal = self.wal.stats();
+        stats.wal_bytes_written = wal.bytes_written;
+        stats.wal_syncs = wal.syncs;
+        let (_, state) = self.read_view();
+        for level in 0..NUM_LEVELS {
+            stats.files_per_level[level] = state.version.files(level).len();
+            stats.bytes_per_level[level] = state.version.level_bytes(level);
+        }
+        stats.table_bytes = state.version.total_bytes();
+        stats.pinned_table_bytes =
+            state.version.all_files().map(|(_, f)| f.table.pinned_memory_bytes() as u64).sum();
+        stats.memtable_bytes = std::iter::once(&state.mem)
+            .chain(state.imms.iter())
+            .map(|m| (m.memory_bytes() + m.filter_bytes()) as u64)
+            .sum();
+        stats.immutable_memtables = state.imms.len();
+        stats.block_cache_bytes = self.block_cache.usage_bytes() as u64;
+        stats.block_cache_hits_misses = self.block_cache.hit_stats();
+        stats.visible_sequence = self.visible_seq.load(Ordering::Acquire);
+        stats.wal_bytes_on_disk = self
+            .wal_segments
+            .lock()
+            .iter()
+            .filter_map(|n| self.fs.open(&filename::wal_path(&self.dir, *n)).ok())
+            .filter_map(|f| f.len().ok())
+            .sum();
+        stats
+    }
+}

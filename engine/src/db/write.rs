@@ -1,0 +1,179 @@
+//! The commit path.
+//!
+//! Under the `commit` lock a commit: waits for room if flushes or compactions are behind,
+//! lets the caller build its batch from the latest state, takes the next sequence number,
+//! appends the batch to the WAL (handed to the OS) and inserts it into the memtable. After
+//! releasing the lock it waits for its WAL sync if it asked for one — concurrent commits
+//! share one `fdatasync` (group commit) — and then publishes: the visible sequence number
+//! only advances over a prefix of commits that are all applied and, where asked, synced,
+//! so readers never see part of a batch or a commit that is not yet durable.
+
+use super::read::LatestView;
+use super::{CommitState, DbInner, ReadState};
+use crate::batch;
+use crate::key::MAX_SEQUENCE;
+use crate::memtable::Memtable;
+use crate::options::{SyncMode, WriteOptions};
+use crate::stats::Counters;
+use crate::{Error, Result, WriteBatch};
+use parking_lot::MutexGuard;
+use stampkv_wal::LogPosition;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Largest encoded batch accepted (the WAL's record limit is larger).
+pub const MAX_BATCH_BYTES: usize = 128 << 20;
+
+impl DbInner {
+    /// Commits the batch `build` returns; see the module docs.
+    pub fn commit<T, E: From<Error>>(
+        &self,
+        options: WriteOptions,
+        build: impl FnOnce(&LatestView<'_>) -> Result<(WriteBatch, T), E>,
+    ) -> Result<(u64, T), E> {
+        let needs_sync = options.sync.unwrap_or(self.options.sync_mode == SyncMode::Always);
+        let mut commit = self.commit.lock();
+        self.make_room(&mut commit)?;
+        let state = self.read_state.read().clone();
+        let view = LatestView::new(&state, commit.last_seq, self.clock.now_ms());
+        let (mut batch, extra) = build(&view)?;
+        let seq = commit.last_seq + 1;
+        if seq > MAX_SEQUENCE {
+            return Err(Error::InvalidArgument("sequence numbers exhausted".into()).into());
+        }
+        let user_bytes = batch.user_bytes();
+        let payload = batch.encode_with_seq(seq);
+        if payload.len() > MAX_BATCH_BYTES {
+            return Err(Error::InvalidArgument(format!("batch of {} bytes is too large", payload.len())).into());
+        }
+        let end = self.wal.append(payload).map_err(|e| self.poison(e.into()))?;
+        let entries: Vec<_> = batch.iter().collect();
+        commit.mem.apply(seq, &batch::effective_entries(&entries));
+        commit.last_seq = seq;
+        {
+            let mut publish = self.publish.lock();
+            if needs_sync {
+                publish.pending_sync.push_back((seq, end));
+            }
+            publish.applied_seq = seq;
+        }
+        drop(commit);
+        Counters::add(&self.counters.commits, 1);
+        Counters::add(&self.counters.user_bytes, user_bytes);
+        let synced_to = if needs_sync {
+            self.wal.sync_to(end).map_err(|e| self.poison(e.into()))?;
+            end
+        } else {
+            LogPosition(0)
+        };
+        self.publish(seq, synced_to)?;
+        Ok((seq, extra))
+    }
+
+    /// Advances the visible sequence number as far as it may go, then waits until it covers
+    /// `seq`. `synced_to` is a WAL position this thread knows to be durable.
+    fn publish(&self, seq: u64, synced_to: LogPosition) -> Result<()> {
+        let mut publish = self.publish.lock();
+        while publish.pending_sync.front().is_some_and(|&(_, end)| end <= synced_to) {
+            publish.pending_sync.pop_front();
+        }
+        let publishable = match publish.pending_sync.front() {
+            Some(&(first_unsynced, _)) => first_unsynced - 1,
+            None => publish.applied_seq,
+        };
+        if self.visible_seq.fetch_max(publishable, Ordering::AcqRel) < publishable {
+            self.publish_cv.notify_all();
+        }
+        while self.visible_seq.load(Ordering::Acquire) < seq {
+            if self.is_poisoned() {
+                return Err(Error::Poisoned { reason: "an earlier commit failed to sync".into() });
+            }
+            self.publish_cv.wait_for(&mut publish, Duration::from_millis(100));
+        }
+        Ok(())
+    }
+
+    /// Makes sure the memtable has room, freezing it when full; applies backpressure when
+    /// flushes or level-0 compactions fall behind.
+    fn make_room(&self, commit: &mut MutexGuard<'_, CommitState>) -> Result<()> {
+        let mut slowed_down = false;
+        loop {
+            self.check_writable(commit)?;
+            let (frozen, l0_files) = {
+                let state = self.read_state.read();
+                (state.imms.len(), state.version.files(0).len())
+            };
+            let threads = self.threads_mode();
+            if threads && !slowed_down && l0_files >= self.options.l0_slowdown_trigger {
+                // Spread the pain: delay this write by 1 ms instead of stopping later.
+                slowed_down = true;
+                let start = Instant::now();
+                MutexGuard::unlocked(commit, || std::thread::sleep(Duration::from_millis(1)));
+                Counters::add(&self.counters.slowdowns, 1);
+                Counters::add(&self.counters.stall_micros, start.elapsed().as_micros() as u64);
+                continue;
+            }
+            if commit.mem.memory_bytes() < self.options.write_buffer_size {
+                return Ok(());
+            }
+            if threads && (frozen >= self.options.max_immutable_memtables || l0_files >= self.options.l0_stop_trigger) {
+                let start = Instant::now();
+                self.request_flush();
+                self.request_compaction();
+                self.room_cv.wait_for(commit, Duration::from_millis(100));
+                Counters::add(&self.counters.stalls, 1);
+                Counters::add(&self.counters.stall_micros, start.elapsed().as_micros() as u64);
+                continue;
+            }
+            self.switch_memtable(commit)?;
+            if !threads {
+                self.run_inline_work()?;
+            }
+        }
+    }
+
+    /// Freezes the current memtable and starts a new one in a new WAL segment.
+    pub(crate) fn switch_memtable(&self, commit: &mut CommitState) -> Result<()> {
+        let segment = self.next_file.fetch_add(1, Ordering::SeqCst);
+        self.wal.rotate(segment).map_err(|e| self.poison(e.into()))?;
+        self.wal_segments.lock().push(segment);
+        let fresh = Arc::new(Memtable::new(segment, self.options.write_buffer_size, commit.last_seq));
+        let frozen = std::mem::replace(&mut commit.mem, fresh.clone());
+        frozen.seal(commit.last_seq);
+        {
+            let mut state = self.read_state.write();
+            let mut imms = Vec::with_capacity(state.imms.len() + 1);
+            imms.push(frozen);
+            imms.extend(state.imms.iter().cloned());
+            *state = Arc::new(ReadState { mem: fresh, imms, version: state.version.clone() });
+        }
+        self.request_flush();
+        Ok(())
+    }
+
+    /// Freezes the memtable (if it holds anything) and waits until no frozen memtable is
+    /// left unflushed.
+    pub(crate) fn flush(&self) -> Result<()> {
+        let mut commit = self.commit.lock();
+        self.check_writable(&commit)?;
+        let wal_has_commits = commit.last_seq > commit.mem.base_seq();
+        if !commit.mem.is_empty() || wal_has_commits {
+            self.switch_memtable(&mut commit)?;
+        }
+        if !self.threads_mode() {
+            return self.run_inline_work();
+        }
+        while !self.read_state.read().imms.is_empty() {
+            self.check_writable(&commit)?;
+            self.room_cv.wait_for(&mut commit, Duration::from_millis(100));
+        }
+        Ok(())
+    }
+
+    /// Runs all due flushes and compactions in the calling thread (inline mode).
+    pub(crate) fn run_inline_work(&self) -> Result<()> {
+        while self.flush_oldest()? {}
+        super::compaction::compact_while_needed(self)
+    }
+}

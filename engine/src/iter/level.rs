@@ -1,0 +1,138 @@
+//! Iterates over the files of one sorted level as if they were one table.
+
+use super::{InternalIterator, TableSource};
+use crate::key;
+use crate::version::TableFile;
+use crate::Result;
+use std::cmp::Ordering;
+use std::sync::Arc;
+
+/// Concatenation of a sorted level's files, opening each file's iterator on demand.
+pub struct LevelIter {
+    files: Vec<Arc<TableFile>>,
+    index: usize,
+    current: Option<TableSource>,
+}
+
+impl LevelIter {
+    /// Iterates `files`, which must be sorted and disjoint.
+    pub fn new(files: Vec<Arc<TableFile>>) -> Self {
+        LevelIter { files, index: 0, current: None }
+    }
+
+    fn open(&mut self, index: usize) -> Option<&mut TableSource> {
+        let file = self.files.get(index)?;
+        self.index = index;
+        self.current = Some(TableSource(file.table.iter()));
+        self.current.as_mut()
+    }
+
+    /// Moves forward over files until positioned at an entry or past the last file.
+    fn skip_empty_forward(&mut self) -> Result<()> {
+        while !self.current.as_ref().is_some_and(|c| c.valid()) {
+            let next = self.index + 1;
+            match self.open(next) {
+                Some(source) => source.seek_to_first()?,
+                None => {
+                    self.current = None;
+                    return Ok(());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Moves backward over files until positioned at an entry or before the first file.
+    fn skip_empty_backward(&mut self) -> Result<()> {
+        while !self.current.as_ref().is_some_and(|c| c.valid()) {
+            if self.index == 0 {
+                self.current = None;
+                return Ok(());
+            }
+            let prev = self.index - 1;
+            if let Some(source) = self.open(prev) {
+                source.seek_to_last()?;
+            }
+        }
+        Ok(())
+    }
+
+    fn source(&self) -> &TableSource {
+        self.current.as_ref().expect("level iterator used while invalid")
+    }
+}
+
+impl InternalIterator for LevelIter {
+    fn valid(&self) -> bool {
+        self.current.as_ref().is_some_and(|c| c.valid())
+    }
+    fn seek(&mut self, user_key: &[u8], trailer: u64) -> Result<()> {
+        // First file whose largest key is >= the target.
+        let index = self.files.partition_point(|f| {
+            key::compare(&f.desc.largest_key, f.desc.largest_trailer, user_key, trailer) == Ordering::Less
+        });
+        match self.open(index) {
+            Some(source) => source.seek(user_key, trailer)?,
+            None => {
+                self.current = None;
+                return Ok(());
+            }
+        }
+        self.skip_empty_forward()
+    }
+    fn seek_for_prev(&mut self, user_key: &[u8], trailer: u64) -> Result<()> {
+        // Last file whose smallest key is <= the target.
+        let count = self.files.partition_point(|f| {
+            key::compare(&f.desc.smallest_key, f.desc.smallest_trailer, user_key, trailer) != Ordering::Greater
+        });
+        if count == 0 {
+            self.current = None;
+            return Ok(());
+        }
+        if let Some(source) = self.open(count - 1) {
+            source.seek_for_prev(user_key, trailer)?;
+        }
+        self.skip_empty_backward()
+    }
+    fn seek_to_first(&mut self) -> Result<()> {
+        match self.open(0) {
+            Some(source) => source.seek_to_first()?,
+            None => {
+                self.current = None;
+                return Ok(());
+            }
+        }
+        self.skip_empty_forward()
+    }
+    fn seek_to_last(&mut self) -> Result<()> {
+        if self.files.is_empty() {
+            self.current = None;
+            return Ok(());
+        }
+        if let Some(source) = self.open(self.files.len() - 1) {
+            source.seek_to_last()?;
+        }
+        self.skip_empty_backward()
+    }
+    fn next(&mut self) -> Result<()> {
+        if let Some(source) = self.current.as_mut() {
+            source.next()?;
+        }
+        self.skip_empty_forward()
+    }
+    fn prev(&mut self) -> Result<()> {
+        if let Some(source) = self.current.as_mut() {
+            source.prev()?;
+        }
+        self.skip_empty_backward()
+    }
+    fn user_key(&self) -> &[u8] {
+        self.source().user_key()
+    }
+    fn trailer(&self) -> u64 {
+        self.source().trailer()
+    }
+    fn value(&self) -> &[u8] {
+        self.source().value()
+    }
+}

@@ -1,0 +1,194 @@
+//! The mutable in-memory table: a skiplist of internal keys plus bookkeeping.
+
+use crate::batch::BatchEntry;
+use crate::key::{self, EntryKind};
+use crate::memtable_bloom::{hash_key, MemtableBloom};
+use crate::skiplist::{Cursor, SkipList};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// A memtable. Shared by `Arc` between the writer, readers, iterators and the flusher.
+pub struct Memtable {
+    list: SkipList,
+    bloom: MemtableBloom,
+    /// Number of the first WAL segment holding this memtable's commits.
+    wal_segment: u64,
+    /// Largest sequence number inserted.
+    max_seq: AtomicU64,
+    /// Last sequence number assigned before this memtable started receiving commits.
+    base_seq: u64,
+    /// Last sequence number assigned when this memtable was frozen (covers empty commits,
+    /// which use a sequence number but insert nothing).
+    sealed_seq: AtomicU64,
+}
+
+/// The newest version of a key visible at a snapshot, as found in one source.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Found {
+    /// The entry's trailer (sequence number and kind).
+    pub trailer: u64,
+    /// The stored value (with the expiry prefix for `PutExpiring`).
+    pub value: Vec<u8>,
+}
+
+impl Memtable {
+    /// An empty memtable whose commits start in WAL segment `wal_segment`, after
+    /// sequence number `base_seq`, expected to hold about `capacity_bytes`.
+    pub fn new(wal_segment: u64, capacity_bytes: usize, base_seq: u64) -> Self {
+        Memtable {
+            list: SkipList::new(capacity_bytes / 8),
+            // One filter bit per memtable byte: ~100 bits per typical entry, so false
+            // positives are rare; 1/64 of the memtable's size in memory.
+            bloom: MemtableBloom::new(capacity_bytes),
+            wal_segment,
+            max_seq: AtomicU64::new(0),
+            base_seq,
+            sealed_seq: AtomicU64::new(base_seq),
+        }
+    }
+
+    /// Records the last sequence number assigned when the memtable is frozen.
+    pub fn seal(&self, last_seq: u64) {
+        self.sealed_seq.store(last_seq, Ordering::Release);
+    }
+
+    /// Last sequence number assigned when the memtable was frozen.
+    pub fn sealed_seq(&self) -> u64 {
+        self.sealed_seq.load(Ordering::Acquire)
+    }
+
+    /// Last sequence number assigned before this memtable started.
+    pub fn base_seq(&self) -> u64 {
+        self.base_seq
+    }
+
+    /// Inserts the entries of one commit. Callers serialize inserts, and keys are unique
+    /// within `entries` (see [`crate::batch`]).
+    pub fn apply(&self, seq: u64, entries: &[BatchEntry<'_>]) {
+        for entry in entries {
+            self.bloom.insert(hash_key(entry.key));
+            self.list.insert(entry.key, key::trailer(seq, entry.kind), entry.value);
+        }
+        self.max_seq.fetch_max(seq, Ordering::Release);
+    }
+
+    /// Inserts one entry with an explicit trailer (recovery and tests).
+    pub fn insert(&self, user_key: &[u8], trailer: u64, value: &[u8]) {
+        self.bloom.insert(hash_key(user_key));
+        self.list.insert(user_key, trailer, value);
+        self.max_seq.fetch_max(key::trailer_seq(trailer), Ordering::Release);
+    }
+
+    /// The newest version of `user_key` with a sequence number <= `seq`.
+    pub fn get(&self, user_key: &[u8], seq: u64) -> Option<Found> {
+        if !self.bloom.may_contain(hash_key(user_key)) {
+            return None;
+        }
+        let mut cursor = self.list.cursor();
+        cursor.seek(user_key, key::seek_trailer(seq));
+        if cursor.valid() && cursor.user_key() == user_key {
+            return Some(Found { trailer: cursor.trailer(), value: cursor.value().to_vec() });
+        }
+        None
+    }
+
+    /// Arena bytes used (the flush trigger compares this with the write buffer size).
+    pub fn memory_bytes(&self) -> usize {
+        self.list.memory_bytes()
+    }
+
+    /// Bytes of the memtable's bloom filter.
+    pub fn filter_bytes(&self) -> usize {
+        self.bloom.memory_bytes()
+    }
+
+    /// Number of entries.
+    pub fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    /// Whether there are no entries.
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    /// First WAL segment of this memtable.
+    pub fn wal_segment(&self) -> u64 {
+        self.wal_segment
+    }
+
+    /// Largest sequence number inserted (0 if none).
+    pub fn max_seq(&self) -> u64 {
+        self.max_seq.load(Ordering::Acquire)
+    }
+}
+
+/// An iterator over a memtable that keeps it alive.
+pub struct MemtableIter {
+    // Field order matters: `cursor` borrows from `table` and must drop first.
+    cursor: Cursor<'static>,
+    _table: Arc<Memtable>,
+}
+
+impl MemtableIter {
+    /// An unpositioned iterator over `table`.
+    pub fn new(table: Arc<Memtable>) -> Self {
+        // SAFETY: the cursor borrows the skiplist inside `table`, which this struct keeps
+        // alive through its own `Arc` for at least as long as the cursor (the cursor is
+        // dropped first, and the `Arc` target never moves). The 'static lifetime never
+        // escapes: every accessor below shortens it to a borrow of `self`.
+        let list: &'static SkipList = unsafe { &*std::ptr::from_ref(&table.list) };
+        MemtableIter { cursor: list.cursor(), _table: table }
+    }
+}
+
+impl crate::iter::InternalIterator for MemtableIter {
+    fn valid(&self) -> bool {
+        self.cursor.valid()
+    }
+    fn seek(&mut self, user_key: &[u8], trailer: u64) -> crate::Result<()> {
+        self.cursor.seek(user_key, trailer);
+        Ok(())
+    }
+    fn seek_for_prev(&mut self, user_key: &[u8], trailer: u64) -> crate::Result<()> {
+        self.cursor.seek_for_prev(user_key, trailer);
+        Ok(())
+    }
+    fn seek_to_first(&mut self) -> crate::Result<()> {
+        self.cursor.seek_to_first();
+        Ok(())
+    }
+    fn seek_to_last(&mut self) -> crate::Result<()> {
+        self.cursor.seek_to_last();
+        Ok(())
+    }
+    fn next(&mut self) -> crate::Result<()> {
+        self.cursor.next();
+        Ok(())
+    }
+    fn prev(&mut self) -> crate::Result<()> {
+        self.cursor.prev();
+        Ok(())
+    }
+    fn user_key(&self) -> &[u8] {
+        self.cursor.user_key()
+    }
+    fn trailer(&self) -> u64 {
+        self.cursor.trailer()
+    }
+    fn value(&self) -> &[u8] {
+        self.cursor.value()
+    }
+}
+
+/// Whether an entry of this trailer/value is a live value at `now_ms`, and its user value.
+pub fn live_value(trailer: u64, stored: &[u8], now_ms: u64) -> Option<(&[u8], Option<u64>)> {
+    match EntryKind::from_byte(key::trailer_kind(trailer))? {
+        EntryKind::Put => Some((stored, None)),
+        EntryKind::PutExpiring => {
+            let (expires_at, value) = key::split_expiring(stored)?;
+            (now_ms < expires_at).then_some((value, Some(expires_at)))
+        }
+        EntryKind::Delete => None,
+    }
+}

@@ -1,0 +1,165 @@
+//! Options of the engine.
+
+use crate::clock::{Clock, SystemClock};
+use stampkv_sstable::TableOptions;
+use stampkv_wal::RecoveryMode;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// When a commit is durable. See DESIGN.md "Durability" for exactly what survives what.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SyncMode {
+    /// Every commit is `fdatasync`ed before it is acknowledged (concurrent commits share one
+    /// sync). Survives process crashes and power loss. The default.
+    #[default]
+    Always,
+    /// Commits are handed to the operating system before they are acknowledged, and synced
+    /// by a background thread at this interval. Survives a process crash; a power loss may
+    /// lose the commits of the last interval (never a partial commit, never a hole).
+    Periodic(Duration),
+    /// Commits are handed to the operating system before they are acknowledged and synced
+    /// only when a WAL segment is sealed, on `flush`/`sync_wal`, and at close. Survives a
+    /// process crash; a power loss may lose any suffix of the unsynced commits.
+    Buffered,
+}
+
+/// Whether flushes and compactions run on background threads or inline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BackgroundMode {
+    /// A flush thread and a compaction thread. The default.
+    #[default]
+    Threads,
+    /// In the writing thread, at the moment work becomes due: deterministic (tests).
+    Inline,
+}
+
+/// Options for opening a database.
+#[derive(Clone)]
+pub struct Options {
+    /// Create the directory and database if missing (default true).
+    pub create_if_missing: bool,
+    /// Fail if the database already exists (default false).
+    pub error_if_exists: bool,
+    /// Memtable size at which it is frozen and flushed (default 64 MiB).
+    pub write_buffer_size: usize,
+    /// Frozen memtables waiting for flush before writes stall (default 2).
+    pub max_immutable_memtables: usize,
+    /// Durability of commits (default [`SyncMode::Always`]).
+    pub sync_mode: SyncMode,
+    /// WAL zero-fill step ahead of the write position, 0 to disable (default 1 MiB).
+    pub wal_preallocate_bytes: u64,
+    /// What to do with damaged WAL data at open (default: drop a torn tail, fail otherwise).
+    pub wal_recovery_mode: RecoveryMode,
+    /// Table format options (block size, restart interval, bloom bits).
+    pub table: TableOptions,
+    /// Block cache capacity in bytes (default 32 MiB).
+    pub block_cache_bytes: usize,
+    /// Level-0 file count that triggers compaction (default 4).
+    pub l0_compaction_trigger: usize,
+    /// Level-0 file count at which each write is delayed by 1 ms (default 12).
+    pub l0_slowdown_trigger: usize,
+    /// Level-0 file count at which writes stop until compaction catches up (default 20).
+    pub l0_stop_trigger: usize,
+    /// Size at which compaction output files are cut (default 64 MiB).
+    pub target_file_size: u64,
+    /// Target size of level 1 (default 256 MiB); each deeper level is 10× larger.
+    pub level1_target_bytes: u64,
+    /// Size ratio between adjacent levels (default 10).
+    pub level_size_ratio: u64,
+    /// Manifest size at which a new manifest is started (default 4 MiB).
+    pub max_manifest_bytes: u64,
+    /// Flush and compaction threads, or inline work.
+    pub background: BackgroundMode,
+    /// Time source for expiry (default: the system clock).
+    pub clock: Arc<dyn Clock>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            create_if_missing: true,
+            error_if_exists: false,
+            write_buffer_size: 64 << 20,
+            max_immutable_memtables: 2,
+            sync_mode: SyncMode::Always,
+            wal_preallocate_bytes: 1 << 20,
+            wal_recovery_mode: RecoveryMode::TolerateCorruptedTail,
+            table: TableOptions::default(),
+            block_cache_bytes: 32 << 20,
+            l0_compaction_trigger: 4,
+            l0_slowdown_trigger: 12,
+            l0_stop_trigger: 20,
+            target_file_size: 64 << 20,
+            level1_target_bytes: 256 << 20,
+            level_size_ratio: 10,
+            max_manifest_bytes: 4 << 20,
+            background: BackgroundMode::Threads,
+            clock: Arc::new(SystemClock),
+        }
+    }
+}
+
+impl std::fmt::Debug for Options {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Options")
+            .field("write_buffer_size", &self.write_buffer_size)
+            .field("sync_mode", &self.sync_mode)
+            .field("background", &self.background)
+            .field("table", &self.table)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Options {
+    /// Tiny sizes so that flushes and compactions happen constantly (tests).
+    pub fn tiny_for_tests() -> Self {
+        Options {
+            write_buffer_size: 4 << 10,
+            wal_preallocate_bytes: 8 << 10,
+            table: TableOptions { block_size: 256, restart_interval: 4, bloom_bits_per_key: 10 },
+            block_cache_bytes: 64 << 10,
+            l0_compaction_trigger: 2,
+            l0_slowdown_trigger: 6,
+            l0_stop_trigger: 10,
+            target_file_size: 8 << 10,
+            level1_target_bytes: 32 << 10,
+            level_size_ratio: 4,
+            max_manifest_bytes: 16 << 10,
+            ..Options::default()
+        }
+    }
+
+    /// Checks the options for values the engine cannot work with.
+    pub(crate) fn validate(&self) -> Result<(), String> {
+        if self.write_buffer_size < 1024 {
+            return Err("write_buffer_size must be at least 1 KiB".into());
+        }
+        if self.write_buffer_size > (1 << 30) {
+            return Err("write_buffer_size must be at most 1 GiB".into());
+        }
+        if self.max_immutable_memtables == 0 {
+            return Err("max_immutable_memtables must be at least 1".into());
+        }
+        if !(1 <= self.l0_compaction_trigger
+            && self.l0_compaction_trigger <= self.l0_slowdown_trigger
+            && self.l0_slowdown_trigger <= self.l0_stop_trigger)
+        {
+            return Err("need 1 <= l0_compaction_trigger <= l0_slowdown_trigger <= l0_stop_trigger".into());
+        }
+        if self.level_size_ratio < 2 || self.target_file_size < 1024 || self.level1_target_bytes < 1024 {
+            return Err("level sizes are too small".into());
+        }
+        if self.table.block_size < 64 || self.table.restart_interval == 0 {
+            return Err("table block_size must be >= 64 and restart_interval >= 1".into());
+        }
+        Ok(())
+    }
+}
+
+/// Options of one write.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WriteOptions {
+    /// Overrides the database's sync mode for this commit: `Some(true)` waits for an
+    /// fdatasync, `Some(false)` only hands the commit to the OS.
+    pub sync: Option<bool>,
+}

@@ -1,0 +1,539 @@
+//! An arena-allocated skiplist of internal keys: one writer at a time, lock-free readers.
+//!
+//! Thread-safety contract (as LevelDB's `db/skiplist.h`):
+//! - Writes (`insert`) must be externally serialized; the engine inserts under its commit
+//!   lock. A mutex inside also guards the arena, so misuse cannot corrupt memory.
+//! - Reads need no lock. A node is fully written (key, value, tower, `prev`) before it is
+//!   linked with a `Release` store; readers follow links with `Acquire` loads, so any node a
+//!   reader reaches is completely initialised.
+//! - Nodes are never removed or moved, and arena memory is freed only when the list is
+//!   dropped; readers keep the list alive through an `Arc` of its memtable.
+//! - Entries are unique by (user key, trailer); the engine guarantees it by giving every
+//!   commit its own sequence number and removing duplicate keys within a batch.
+//!
+//! Node layout in the arena (8-byte aligned):
+//! `NodeHeader` (32 bytes) | tower: `height` × `AtomicPtr<NodeHeader>` | key | value.
+//! Level-0 links are doubled with a `prev` pointer so reverse iteration is O(1) per step.
+//! `prev` of a node may briefly lag behind an insert of its new predecessor; that
+//! predecessor's sequence number is not yet published, so no reader needs it.
+
+use crate::key;
+use parking_lot::Mutex;
+use std::cmp::Ordering;
+use std::mem::size_of;
+use std::ptr;
+use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering as AtomicOrdering};
+
+/// Tallest tower; with branching 4 this indexes ~16 M entries at full speed.
+pub const MAX_HEIGHT: usize = 12;
+const BRANCHING: u64 = 4;
+const ALIGN: usize = 8;
+
+#[repr(C)]
+struct NodeHeader {
+    trailer: u64,
+    key_len: u32,
+    value_len: u32,
+    height: u32,
+    _pad: u32,
+    prev: AtomicPtr<NodeHeader>,
+}
+
+const HEADER_BYTES: usize = size_of::<NodeHeader>();
+const LINK_BYTES: usize = size_of::<AtomicPtr<NodeHeader>>();
+
+/// Chunks at least this large are anonymous memory maps advised to use transparent huge
+/// pages: a skiplist walk is a chain of dependent loads, and with 4 KiB pages most of them
+/// also miss the TLB.
+const HUGE_PAGE_CHUNK_BYTES: usize = 2 << 20;
+
+/// One block of arena memory.
+enum Chunk {
+    /// From `Box::into_raw`: a raw pointer rather than a box, so that pointers into the
+    /// chunk keep their provenance while the chunk list grows.
+    Heap(*mut [u64]),
+    /// An anonymous mapping (page aligned, zero filled).
+    Mapped(memmap2::MmapMut),
+}
+
+/// Bump allocator over large chunks; chunks live until the arena is dropped.
+struct Arena {
+    chunks: Vec<Chunk>,
+    cursor: *mut u8,
+    left_bytes: usize,
+    chunk_bytes: usize,
+}
+
+impl Arena {
+    fn new(chunk_bytes: usize) -> Self {
+        let chunk_bytes = chunk_bytes.clamp(4096, 8 << 20).next_multiple_of(ALIGN);
+        Arena { chunks: Vec::new(), cursor: ptr::null_mut(), left_bytes: 0, chunk_bytes }
+    }
+
+    /// Returns `bytes` of zeroed, 8-byte aligned memory valid until the arena drops.
+    fn alloc(&mut self, bytes: usize) -> *mut u8 {
+        let bytes = bytes.next_multiple_of(ALIGN);
+        if bytes > self.left_bytes {
+            if bytes > self.chunk_bytes / 4 {
+                // A large node gets a chunk of its own; the current chunk stays in use.
+                return self.new_chunk(bytes);
+            }
+            self.cursor = self.new_chunk(self.chunk_bytes);
+            self.left_bytes = self.chunk_bytes;
+        }
+        let result = self.cursor;
+        // SAFETY: `bytes <= left_bytes`, so the new cursor stays inside (or one past the end
+        // of) the current chunk.
+        self.cursor = unsafe { self.cursor.add(bytes) };
+        self.left_bytes -= bytes;
+        result
+    }
+
+    fn new_chunk(&mut self, bytes: usize) -> *mut u8 {
+        if bytes >= HUGE_PAGE_CHUNK_BYTES && !cfg!(miri) {
+            if let Ok(mut map) = memmap2::MmapMut::map_anon(bytes) {
+                // Advice only: without huge pages the chunk works the same, just slower.
+                #[cfg(target_os = "linux")]
+                let _ = map.advise(memmap2::Advice::HugePage);
+                let start = map.as_mut_ptr();
+                self.chunks.push(Chunk::Mapped(map));
+                return start;
+            }
+        }
+        let chunk = Box::into_raw(vec![0u64; bytes / ALIGN].into_boxed_slice());
+        self.chunks.push(Chunk::Heap(chunk));
+        chunk.cast::<u8>()
+    }
+}
+
+impl Drop for Arena {
+    fn drop(&mut self) {
+        for chunk in self.chunks.drain(..) {
+            if let Chunk::Heap(chunk) = chunk {
+                // SAFETY: every heap chunk came from `Box::into_raw` and is freed exactly
+                // once, here, when no node (and so no pointer into it) can be used any more.
+                drop(unsafe { Box::from_raw(chunk) });
+            }
+        }
+    }
+}
+
+/// Writer-side state, behind a mutex.
+struct WriterState {
+    arena: Arena,
+    rng: u64,
+}
+
+/// The skiplist. See the module docs for the concurrency contract.
+pub struct SkipList {
+    head: *mut NodeHeader,
+    max_height: AtomicUsize,
+    writer: Mutex<WriterState>,
+    memory_bytes: AtomicUsize,
+    len: AtomicUsize,
+}
+
+// SAFETY: all shared mutable state is either atomic (links, counters) or behind the writer
+// mutex (arena, rng). Nodes are immutable after publication apart from their atomic links,
+// and their memory lives as long as the list.
+unsafe impl Send for SkipList {}
+// SAFETY: see `Send`; readers only perform atomic loads and reads of immutable node bytes.
+unsafe impl Sync for SkipList {}
+
+impl SkipList {
+    /// An empty list whose arena grows in chunks of about `chunk_bytes`.
+    pub fn new(chunk_bytes: usize) -> Self {
+        let mut arena = Arena::new(chunk_bytes);
+        let head = Self::alloc_node(&mut arena, MAX_HEIGHT, b"", 0, b"");
+        SkipList {
+            head,
+            max_height: AtomicUsize::new(1),
+            writer: Mutex::new(WriterState { arena, rng: 0x2545_F491_4F6C_DD1D }),
+            memory_bytes: AtomicUsize::new(0),
+            len: AtomicUsize::new(0),
+        }
+    }
+
+    /// Bytes of arena memory used by entries.
+    pub fn memory_bytes(&self) -> usize {
+        self.memory_bytes.load(AtomicOrdering::Relaxed)
+    }
+
+    /// Number of entries.
+    pub fn len(&self) -> usize {
+        self.len.load(AtomicOrdering::Relaxed)
+    }
+
+    /// Whether the list has no entries.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn alloc_node(
+        arena: &mut Arena,
+        height: usize,
+        user_key: &[u8],
+        trailer: u64,
+        value: &[u8],
+    ) -> *mut NodeHeader {
+        let bytes = HEADER_BYTES + height * LINK_BYTES + user_key.len() + value.len();
+        let node = arena.alloc(bytes).cast::<NodeHeader>();
+        // SAFETY: `node` points to `bytes` zeroed bytes, 8-aligned, owned by the arena and not
+        // yet shared. The header is written through a raw pointer; the tower is already null
+        // (zeroed memory is a valid null `AtomicPtr`); key and value are copied after it.
+        unsafe {
+            node.write(NodeHeader {
+                trailer,
+                key_len: user_key.len() as u32,
+                value_len: value.len() as u32,
+                height: height as u32,
+                _pad: 0,
+                prev: AtomicPtr::new(ptr::null_mut()),
+            });
+            let data = node.cast::<u8>().add(HEADER_BYTES + height * LINK_BYTES);
+            ptr::copy_nonoverlapping(user_key.as_ptr(), data, user_key.len());
+            ptr::copy_nonoverlapping(value.as_ptr(), data.add(user_key.len()), value.len());
+        }
+        node
+    }
+
+    /// Inserts an entry. Callers serialize inserts; (user_key, trailer) must be new.
+    pub fn insert(&self, user_key: &[u8], trailer: u64, value: &[u8]) {
+        assert!(user_key.len() <= u32::MAX as usize && value.len() <= u32::MAX as usize);
+        let mut writer = self.writer.lock();
+        let mut preds = [self.head; MAX_HEIGHT];
+        let mut level = self.max_height.load(AtomicOrdering::Relaxed);
+        let mut x = self.head;
+        while level > 0 {
+            level -= 1;
+            loop {
+                let next = link(x, level).load(AtomicOrdering::Acquire);
+                if !next.is_null() && node_cmp(next, user_key, trailer) == Ordering::Less {
+                    x = next;
+                } else {
+                    break;
+                }
+            }
+            preds[level] = x;
+        }
+        let height = random_height(&mut writer.rng);
+        if height > self.max_height.load(AtomicOrdering::Relaxed) {
+            // preds above the old height are already `head`.
+            self.max_height.store(height, AtomicOrdering::Relaxed);
+        }
+        let node = Self::alloc_node(&mut writer.arena, height, user_key, trailer, value);
+        for (level, pred) in preds.iter().enumerate().take(height) {
+            link(node, level).store(link(*pred, level).load(AtomicOrdering::Relaxed), AtomicOrdering::Relaxed);
+        }
+        let pred0 = if preds[0] == self.head { ptr::null_mut() } else { preds[0] };
+        // SAFETY: `node` is initialised and not yet reachable by readers.
+        unsafe { (*node).prev.store(pred0, AtomicOrdering::Relaxed) };
+        for (level, pred) in preds.iter().enumerate().take(height) {
+            // Publishes the node at this level: readers that see the link see the node.
+            link(*pred, level).store(node, AtomicOrdering::Release);
+        }
+        let succ = link(node, 0).load(AtomicOrdering::Relaxed);
+        if !succ.is_null() {
+            // SAFETY: `succ` is a published node of this list.
+            unsafe { (*succ).prev.store(node, AtomicOrdering::Release) };
+        }
+        let bytes = HEADER_BYTES + height * LINK_BYTES + user_key.len() + value.len();
+        self.memory_bytes.fetch_add(bytes, AtomicOrdering::Relaxed);
+        self.len.fetch_add(1, AtomicOrdering::Relaxed);
+    }
+
+    /// First node >= (user_key, trailer), or null.
+    fn find_greater_or_equal(&self, user_key: &[u8], trailer: u64) -> *mut NodeHeader {
+        let mut x = self.head;
+        let mut level = self.max_height.load(AtomicOrdering::Relaxed);
+        loop {
+            let next = link(x, level - 1).load(AtomicOrdering::Acquire);
+            if !next.is_null() && node_cmp(next, user_key, trailer) == Ordering::Less {
+                x = next;
+            } else if level == 1 {
+                return next;
+            } else {
+                level -= 1;
+            }
+        }
+    }
+
+    /// Last node < (user_key, trailer), or null.
+    fn find_less_than(&self, user_key: &[u8], trailer: u64) -> *mut NodeHeader {
+        let mut x = self.head;
+        let mut level = self.max_height.load(AtomicOrdering::Relaxed);
+        loop {
+            let next = link(x, level - 1).load(AtomicOrdering::Acquire);
+            if !next.is_null() && node_cmp(next, user_key, trailer) == Ordering::Less {
+                x = next;
+            } else if level == 1 {
+                return if x == self.head { ptr::null_mut() } else { x };
+            } else {
+                level -= 1;
+            }
+        }
+    }
+
+    /// Last node, or null.
+    fn find_last(&self) -> *mut NodeHeader {
+        let mut x = self.head;
+        let mut level = self.max_height.load(AtomicOrdering::Relaxed);
+        loop {
+            let next = link(x, level - 1).load(AtomicOrdering::Acquire);
+            if !next.is_null() {
+                x = next;
+            } else if level == 1 {
+                return if x == self.head { ptr::null_mut() } else { x };
+            } else {
+                level -= 1;
+            }
+        }
+    }
+
+    /// A cursor over this list. The caller keeps the list alive while using it.
+    pub fn cursor(&self) -> Cursor<'_> {
+        Cursor { list: self, node: ptr::null_mut() }
+    }
+}
+
+/// Level-`level` link of `node`.
+fn link<'a>(node: *const NodeHeader, level: usize) -> &'a AtomicPtr<NodeHeader> {
+    // SAFETY: every node pointer handed around is derived from its arena chunk's raw pointer
+    // (so its provenance covers the whole node), `level < node.height` at every call site
+    // (towers are searched below `max_height`, and the head is MAX_HEIGHT tall), and the
+    // arena outlives every borrow because the list outlives its cursors.
+    unsafe {
+        debug_assert!(level < (*node).height as usize);
+        &*node.cast::<u8>().add(HEADER_BYTES + level * LINK_BYTES).cast::<AtomicPtr<NodeHeader>>()
+    }
+}
+
+/// The key bytes of a published node.
+fn node_key<'a>(node: *const NodeHeader) -> &'a [u8] {
+    // SAFETY: a published node's header and key bytes were written before its publication
+    // and are never changed; the slice lies inside the node's allocation.
+    unsafe {
+        let height = (*node).height as usize;
+        let data = node.cast::<u8>().add(HEADER_BYTES + height * LINK_BYTES);
+        std::slice::from_raw_parts(data, (*node).key_len as usize)
+    }
+}
+
+/// The value bytes of a published node.
+fn node_value<'a>(node: *const NodeHeader) -> &'a [u8] {
+    // SAFETY: as for `node_key`; the value follows the key inside the node's allocation.
+    unsafe {
+        let height = (*node).height as usize;
+        let key_len = (*node).key_len as usize;
+        let data = node.cast::<u8>().add(HEADER_BYTES + height * LINK_BYTES + key_len);
+        std::slice::from_raw_parts(data, (*node).value_len as usize)
+    }
+}
+
+fn node_trailer(node: *const NodeHeader) -> u64 {
+    // SAFETY: the header of a published node is immutable.
+    unsafe { (*node).trailer }
+}
+
+fn node_cmp(node: *const NodeHeader, user_key: &[u8], trailer: u64) -> Ordering {
+    key::compare(node_key(node), node_trailer(node), user_key, trailer)
+}
+
+fn random_height(rng: &mut u64) -> usize {
+    let mut height = 1;
+    while height < MAX_HEIGHT {
+        // xorshift64
+        *rng ^= *rng << 13;
+        *rng ^= *rng >> 7;
+        *rng ^= *rng << 17;
+        if *rng % BRANCHING != 0 {
+            break;
+        }
+        height += 1;
+    }
+    height
+}
+
+/// A position in a [`SkipList`]; invalid until positioned.
+pub struct Cursor<'a> {
+    list: &'a SkipList,
+    node: *mut NodeHeader,
+}
+
+// SAFETY: a cursor only reads published, immutable node data and atomic links of a `Sync`
+// list it borrows.
+unsafe impl Send for Cursor<'_> {}
+
+impl<'a> Cursor<'a> {
+    /// Whether the cursor is at an entry.
+    pub fn valid(&self) -> bool {
+        !self.node.is_null()
+    }
+    /// Moves to the first entry >= (user_key, trailer).
+    pub fn seek(&mut self, user_key: &[u8], trailer: u64) {
+        self.node = self.list.find_greater_or_equal(user_key, trailer);
+    }
+    /// Moves to the last entry <= (user_key, trailer).
+    pub fn seek_for_prev(&mut self, user_key: &[u8], trailer: u64) {
+        let node = self.list.find_greater_or_equal(user_key, trailer);
+        if !node.is_null() && node_cmp(node, user_key, trailer) == Ordering::Equal {
+            self.node = node;
+        } else {
+            self.node = self.list.find_less_than(user_key, trailer);
+        }
+    }
+    /// Moves to the first entry.
+    pub fn seek_to_first(&mut self) {
+        self.node = link(self.list.head, 0).load(AtomicOrdering::Acquire);
+    }
+    /// Moves to the last entry.
+    pub fn seek_to_last(&mut self) {
+        self.node = self.list.find_last();
+    }
+    /// Moves to the next entry. Requires `valid()`.
+    pub fn next(&mut self) {
+        debug_assert!(self.valid());
+        self.node = link(self.node, 0).load(AtomicOrdering::Acquire);
+    }
+    /// Moves to the previous entry. Requires `valid()`.
+    pub fn prev(&mut self) {
+        debug_assert!(self.valid());
+        // SAFETY: `node` is a published node.
+        self.node = unsafe { (*self.node).prev.load(AtomicOrdering::Acquire) };
+    }
+    /// User key of the current entry. Requires `valid()`.
+    pub fn user_key(&self) -> &'a [u8] {
+        debug_assert!(self.valid());
+        node_key(self.node)
+    }
+    /// Trailer of the current entry. Requires `valid()`.
+    pub fn trailer(&self) -> u64 {
+        debug_assert!(self.valid());
+        node_trailer(self.node)
+    }
+    /// Value of the current entry. Requires `valid()`.
+    pub fn value(&self) -> &'a [u8] {
+        debug_assert!(self.valid());
+        node_value(self.node)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::key::{trailer, EntryKind};
+    use std::collections::BTreeSet;
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+
+    fn collect_forward(list: &SkipList) -> Vec<(Vec<u8>, u64)> {
+        let mut c = list.cursor();
+        c.seek_to_first();
+        let mut out = Vec::new();
+        while c.valid() {
+            out.push((c.user_key().to_vec(), c.trailer()));
+            c.next();
+        }
+        out
+    }
+
+    #[test]
+    fn entries_come_back_in_internal_key_order_both_ways() {
+        let list = SkipList::new(4096);
+        let mut model = BTreeSet::new();
+        let mut rng = 7u64;
+        let count = if cfg!(miri) { 60 } else { 3000 };
+        for i in 0..count {
+            rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let key = format!("k{:03}", (rng >> 33) % 200).into_bytes();
+            let t = trailer(i, EntryKind::Put);
+            list.insert(&key, t, format!("v{i}").as_bytes());
+            model.insert((key, std::cmp::Reverse(t)));
+        }
+        let expected: Vec<_> = model.iter().map(|(k, t)| (k.clone(), t.0)).collect();
+        assert_eq!(collect_forward(&list), expected);
+        let mut c = list.cursor();
+        c.seek_to_last();
+        let mut backward = Vec::new();
+        while c.valid() {
+            backward.push((c.user_key().to_vec(), c.trailer()));
+            c.prev();
+        }
+        backward.reverse();
+        assert_eq!(backward, expected);
+        assert_eq!(list.len(), count as usize);
+    }
+
+    #[test]
+    fn seeks_land_on_the_right_versions() {
+        let list = SkipList::new(4096);
+        for seq in [3u64, 5, 9] {
+            list.insert(b"b", trailer(seq, EntryKind::Put), &seq.to_le_bytes());
+        }
+        list.insert(b"a", trailer(1, EntryKind::Put), b"a1");
+        list.insert(b"c", trailer(2, EntryKind::Delete), b"");
+        let mut c = list.cursor();
+        c.seek(b"b", key::seek_trailer(6));
+        assert_eq!((c.user_key(), key::trailer_seq(c.trailer())), (&b"b"[..], 5));
+        assert_eq!(c.value(), &5u64.to_le_bytes());
+        c.seek(b"b", key::seek_trailer(2));
+        assert_eq!(c.user_key(), b"c");
+        c.seek_for_prev(b"b", key::seek_trailer(6));
+        assert_eq!((c.user_key(), key::trailer_seq(c.trailer())), (&b"b"[..], 9));
+        c.seek_for_prev(b"a", 0);
+        assert_eq!(c.user_key(), b"a");
+        c.seek_for_prev(b"", 0);
+        assert!(!c.valid());
+        c.seek(b"d", u64::MAX);
+        assert!(!c.valid());
+    }
+
+    #[test]
+    fn large_values_get_their_own_chunks() {
+        let list = SkipList::new(4096);
+        let big = vec![0xAB; 10_000];
+        list.insert(b"big", trailer(1, EntryKind::Put), &big);
+        list.insert(b"small", trailer(2, EntryKind::Put), b"s");
+        let mut c = list.cursor();
+        c.seek(b"big", u64::MAX);
+        assert_eq!(c.value(), &big[..]);
+        c.next();
+        assert_eq!(c.value(), b"s");
+        assert!(list.memory_bytes() >= 10_000);
+    }
+
+    #[test]
+    fn readers_see_a_sorted_list_while_a_writer_inserts() {
+        let list = Arc::new(SkipList::new(4096));
+        let done = Arc::new(AtomicBool::new(false));
+        let total = if cfg!(miri) { 200 } else { 20_000u64 };
+        let readers: Vec<_> = (0..2)
+            .map(|_| {
+                let (list, done) = (list.clone(), done.clone());
+                std::thread::spawn(move || {
+                    let mut scans = 0;
+                    while !done.load(AtomicOrdering::Acquire) || scans < 2 {
+                        let entries = collect_forward(&list);
+                        for pair in entries.windows(2) {
+                            let ord = key::compare(&pair[0].0, pair[0].1, &pair[1].0, pair[1].1);
+                            assert_eq!(ord, Ordering::Less);
+                        }
+                        for (k, t) in &entries {
+                            assert_eq!(k, format!("{:08}", key::trailer_seq(*t) * 7919 % total).as_bytes());
+                        }
+                        scans += 1;
+                    }
+                })
+            })
+            .collect();
+        for seq in 0..total {
+            let key = format!("{:08}", seq * 7919 % total);
+            list.insert(key.as_bytes(), trailer(seq, EntryKind::Put), b"v");
+        }
+        done.store(true, AtomicOrdering::Release);
+        for r in readers {
+            r.join().unwrap();
+        }
+        assert_eq!(collect_forward(&list).len() as u64, total);
+    }
+}

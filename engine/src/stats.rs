@@ -1,0 +1,128 @@
+//! Counters of work done, and the statistics snapshot users read.
+
+use crate::version::NUM_LEVELS;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Live counters, updated with relaxed atomics.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub user_bytes: AtomicU64,
+    pub commits: AtomicU64,
+    pub flushes: AtomicU64,
+    pub flush_bytes: AtomicU64,
+    pub compactions: AtomicU64,
+    pub trivial_moves: AtomicU64,
+    pub compaction_bytes_read: AtomicU64,
+    pub compaction_bytes_written: AtomicU64,
+    pub stall_micros: AtomicU64,
+    pub stalls: AtomicU64,
+    pub slowdowns: AtomicU64,
+}
+
+impl Counters {
+    pub fn add(counter: &AtomicU64, value: u64) {
+        counter.fetch_add(value, Ordering::Relaxed);
+    }
+}
+
+fn load(counter: &AtomicU64) -> u64 {
+    counter.load(Ordering::Relaxed)
+}
+
+/// A snapshot of the engine's statistics.
+#[derive(Debug, Clone, Default)]
+pub struct Stats {
+    /// Key and value bytes of all commits since open.
+    pub user_bytes_written: u64,
+    /// Commits since open.
+    pub commits: u64,
+    /// Bytes written to the write-ahead log since open (records, headers, padding).
+    pub wal_bytes_written: u64,
+    /// `fdatasync` calls on the write-ahead log since open.
+    pub wal_syncs: u64,
+    /// Memtable flushes since open.
+    pub flushes: u64,
+    /// Bytes of tables written by flushes since open.
+    pub flush_bytes_written: u64,
+    /// Compactions since open (trivial moves included).
+    pub compactions: u64,
+    /// Compactions that moved a file down a level without rewriting it.
+    pub trivial_moves: u64,
+    /// Bytes of tables read by compactions since open.
+    pub compaction_bytes_read: u64,
+    /// Bytes of tables written by compactions since open.
+    pub compaction_bytes_written: u64,
+    /// Time writers spent delayed or stopped by backpressure, in microseconds.
+    pub stall_micros: u64,
+    /// Writes that had to wait for a flush or a level-0 compaction.
+    pub stalls: u64,
+    /// Writes delayed by 1 ms because level 0 had many files.
+    pub slowdowns: u64,
+    /// Table files per level.
+    pub files_per_level: [usize; NUM_LEVELS],
+    /// Table bytes per level.
+    pub bytes_per_level: [u64; NUM_LEVELS],
+    /// Bytes of all live table files.
+    pub table_bytes: u64,
+    /// Bytes of live write-ahead log segments.
+    pub wal_bytes_on_disk: u64,
+    /// Memory of the mutable and frozen memtables.
+    pub memtable_bytes: u64,
+    /// Frozen memtables waiting to be flushed.
+    pub immutable_memtables: usize,
+    /// Bytes held by the block cache.
+    pub block_cache_bytes: u64,
+    /// Block cache (hits, misses).
+    pub block_cache_hits_misses: (u64, u64),
+    /// Index and filter bytes kept in memory for open tables.
+    pub pinned_table_bytes: u64,
+    /// Last sequence number made visible.
+    pub visible_sequence: u64,
+}
+
+impl Stats {
+    pub(crate) fn fill_counters(&mut self, c: &Counters) {
+        self.user_bytes_written = load(&c.user_bytes);
+        self.commits = load(&c.commits);
+        self.flushes = load(&c.flushes);
+        self.flush_bytes_written = load(&c.flush_bytes);
+        self.compactions = load(&c.compactions);
+        self.trivial_moves = load(&c.trivial_moves);
+        self.compaction_bytes_read = load(&c.compaction_bytes_read);
+        self.compaction_bytes_written = load(&c.compaction_bytes_written);
+        self.stall_micros = load(&c.stall_micros);
+        self.stalls = load(&c.stalls);
+        self.slowdowns = load(&c.slowdowns);
+    }
+
+    /// Bytes written to storage (WAL, flushes, compactions) per user byte; 0 before any write.
+    pub fn write_amplification(&self) -> f64 {
+        if self.user_bytes_written == 0 {
+            return 0.0;
+        }
+        let device = self.wal_bytes_written + self.flush_bytes_written + self.compaction_bytes_written;
+        device as f64 / self.user_bytes_written as f64
+    }
+}
+
+/// Live data versus bytes on disk, from a full scan (see `Db::space_usage`).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct SpaceUsage {
+    /// Key and value bytes of the entries a read would see now.
+    pub live_bytes: u64,
+    /// Number of such entries.
+    pub live_entries: u64,
+    /// Bytes of table files plus WAL segments.
+    pub disk_bytes: u64,
+}
+
+impl SpaceUsage {
+    /// Disk bytes per live byte (0 when nothing is live).
+    pub fn space_amplification(&self) -> f64 {
+        if self.live_bytes == 0 {
+            0.0
+        } else {
+            self.disk_bytes as f64 / self.live_bytes as f64
+        }
+    }
+}

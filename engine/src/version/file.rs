@@ -1,0 +1,72 @@
+//! Table files: their persisted description and their open handle.
+
+use crate::fs::Fs;
+use stampkv_sstable::Table;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// What the manifest records about a table file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileDesc {
+    /// File number (the file is `{number:06}.sst`).
+    pub number: u64,
+    /// Size in bytes.
+    pub size: u64,
+    /// Number of entries.
+    pub entry_count: u64,
+    /// Smallest user key.
+    pub smallest_key: Vec<u8>,
+    /// Trailer of the smallest entry.
+    pub smallest_trailer: u64,
+    /// Largest user key.
+    pub largest_key: Vec<u8>,
+    /// Trailer of the largest entry.
+    pub largest_trailer: u64,
+}
+
+impl FileDesc {
+    /// Whether `user_key` lies within the file's key range.
+    pub fn contains_user_key(&self, user_key: &[u8]) -> bool {
+        self.smallest_key.as_slice() <= user_key && user_key <= self.largest_key.as_slice()
+    }
+}
+
+/// An open table file. When a compaction replaces it, it is marked obsolete and the file
+/// is removed once the last version (or iterator) holding it lets go.
+pub struct TableFile {
+    /// The persisted description.
+    pub desc: FileDesc,
+    /// The open table.
+    pub table: Arc<Table>,
+    path: PathBuf,
+    fs: Arc<dyn Fs>,
+    obsolete: AtomicBool,
+}
+
+impl TableFile {
+    pub(crate) fn new(desc: FileDesc, table: Arc<Table>, path: PathBuf, fs: Arc<dyn Fs>) -> Self {
+        TableFile { desc, table, path, fs, obsolete: AtomicBool::new(false) }
+    }
+
+    /// Marks the file for removal when its last handle drops. Call only after the manifest
+    /// edit that removed it from the live version is durable.
+    pub(crate) fn mark_obsolete(&self) {
+        self.obsolete.store(true, Ordering::Release);
+    }
+}
+
+impl Drop for TableFile {
+    fn drop(&mut self) {
+        if self.obsolete.load(Ordering::Acquire) {
+            // A failure leaves an orphan that the next open removes.
+            let _ = self.fs.remove(&self.path);
+        }
+    }
+}
+
+impl std::fmt::Debug for TableFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TableFile").field("desc", &self.desc).finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,118 @@
+//! Versions: the set of live table files per level, and the edits that change it.
+
+mod edit;
+mod file;
+pub(crate) mod set;
+
+pub use edit::VersionEdit;
+pub use file::{FileDesc, TableFile};
+pub(crate) use set::{read_current, recover_manifest, VersionSet};
+
+use crate::iter::{InternalIterator, LevelIter, TableSource};
+use crate::key;
+use crate::Result;
+use std::sync::Arc;
+
+/// Number of levels (level 0 plus six sorted levels).
+pub const NUM_LEVELS: usize = 7;
+
+/// An immutable snapshot of the table files. Level 0 is ordered newest first (files may
+/// overlap); deeper levels are ordered by key and their files' user-key ranges are disjoint
+/// (a user key's versions never span two files of one level).
+#[derive(Clone, Default)]
+pub struct Version {
+    levels: [Vec<Arc<TableFile>>; NUM_LEVELS],
+}
+
+impl Version {
+    /// Builds a version from per-level file lists, sorting them into their level order.
+    pub(crate) fn from_levels(mut levels: [Vec<Arc<TableFile>>; NUM_LEVELS]) -> Self {
+        levels[0].sort_by(|a, b| b.desc.number.cmp(&a.desc.number));
+        for level in levels.iter_mut().skip(1) {
+            level.sort_by(|a, b| a.desc.smallest_key.cmp(&b.desc.smallest_key));
+        }
+        let version = Version { levels };
+        debug_assert!(version.check_disjoint_levels().is_ok());
+        version
+    }
+
+    /// Files of `level`.
+    pub fn files(&self, level: usize) -> &[Arc<TableFile>] {
+        &self.levels[level]
+    }
+
+    /// Total bytes of the files of `level`.
+    pub fn level_bytes(&self, level: usize) -> u64 {
+        self.levels[level].iter().map(|f| f.desc.size).sum()
+    }
+
+    /// Total bytes of all files.
+    pub fn total_bytes(&self) -> u64 {
+        (0..NUM_LEVELS).map(|l| self.level_bytes(l)).sum()
+    }
+
+    /// All files with their level.
+    pub fn all_files(&self) -> impl Iterator<Item = (usize, &Arc<TableFile>)> {
+        self.levels.iter().enumerate().flat_map(|(l, files)| files.iter().map(move |f| (l, f)))
+    }
+
+    /// Verifies the sorted-level invariant (used by debug builds and tests).
+    pub(crate) fn check_disjoint_levels(&self) -> Result<(), String> {
+        for (level, files) in self.levels.iter().enumerate().skip(1) {
+            for pair in files.windows(2) {
+                if pair[0].desc.largest_key >= pair[1].desc.smallest_key {
+                    return Err(format!(
+                        "level {level}: files {} and {} overlap",
+                        pair[0].desc.number, pair[1].desc.number
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The newest version of `user_key` with sequence <= `seq` in the tables, as
+    /// (trailer, stored value).
+    pub fn get(&self, user_key: &[u8], seq: u64) -> Result<Option<(u64, Vec<u8>)>> {
+        let target = key::seek_trailer(seq);
+        for file in &self.levels[0] {
+            if file.desc.contains_user_key(user_key) {
+                if let Some(found) = file.table.get(user_key, target)? {
+                    return Ok(Some(found));
+                }
+            }
+        }
+        for files in self.levels.iter().skip(1) {
+            let index = files.partition_point(|f| f.desc.largest_key.as_slice() < user_key);
+            if let Some(file) = files.get(index) {
+                if file.desc.smallest_key.as_slice() <= user_key {
+                    if let Some(found) = file.table.get(user_key, target)? {
+                        return Ok(Some(found));
+                    }
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// Files of `level` whose user-key range meets [lo, hi] (inclusive).
+    pub fn overlapping(&self, level: usize, lo: &[u8], hi: &[u8]) -> Vec<Arc<TableFile>> {
+        self.levels[level]
+            .iter()
+            .filter(|f| f.desc.smallest_key.as_slice() <= hi && f.desc.largest_key.as_slice() >= lo)
+            .cloned()
+            .collect()
+    }
+
+    /// Internal iterators over every table: one per level-0 file, one per deeper level.
+    pub fn iterators(&self, out: &mut Vec<Box<dyn InternalIterator>>) {
+        for file in &self.levels[0] {
+            out.push(Box::new(TableSource(file.table.iter())));
+        }
+        for files in self.levels.iter().skip(1) {
+            if !files.is_empty() {
+                out.push(Box::new(LevelIter::new(files.clone())));
+            }
+        }
+    }
+}

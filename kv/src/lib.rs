@@ -1,0 +1,1 @@
+//! stampkv: the Deno KV layer (not yet built; see the engine crate).

@@ -1,0 +1,248 @@
+//! On-disk framing: block handles, block trailers (type + context checksum), the footer.
+//!
+//! See `FORMAT.md` for the byte-level description.
+
+use crate::coding::{get_u32_le, get_u64_le, get_varint64, put_varint64};
+use crate::error::TableError;
+use crate::read_at::ReadAt;
+
+/// Bytes after every block: type (1) + masked CRC-32 (4).
+pub(crate) const BLOCK_TRAILER_LEN: usize = 5;
+/// Block type byte of an uncompressed block; the only type format version 1 writes.
+pub(crate) const BLOCK_TYPE_RAW: u8 = 0;
+/// Size of the footer at the end of the file.
+pub(crate) const FOOTER_LEN: usize = 56;
+/// The magic number closing every table file (stored as these 8 bytes).
+pub(crate) const MAGIC: [u8; 8] = *b"\x89STAMPKV";
+/// The format version this code writes and reads.
+pub(crate) const FORMAT_VERSION: u32 = 1;
+/// Checksum kind 1: masked CRC-32 (IEEE) over block bytes, type byte and block offset.
+pub(crate) const CHECKSUM_KIND_CRC32_CONTEXT: u8 = 1;
+
+/// Offset of the masked footer CRC within the footer.
+const FOOTER_CRC_POS: usize = 44;
+/// Offset of the magic number within the footer.
+const FOOTER_MAGIC_POS: usize = 48;
+
+/// LevelDB's CRC mask: rotate right by 15 bits and add a constant, so that a CRC stored
+/// inside CRC-protected data does not make the outer CRC degenerate.
+#[inline]
+pub(crate) fn mask_crc(crc: u32) -> u32 {
+    // == ((crc >> 15) | (crc << 17)) + 0xa282ead8 (mod 2^32)
+    crc.rotate_right(15).wrapping_add(0xa282_ead8)
+}
+
+/// The masked checksum of a block: CRC-32 over its bytes, its type byte and its file
+/// offset (u64 LE). Including the offset makes a valid block read from the wrong
+/// place fail verification.
+pub(crate) fn block_checksum(contents: &[u8], block_type: u8, offset: u64) -> u32 {
+    let mut hasher = crc32fast::Hasher::new();
+    hasher.update(contents);
+    hasher.update(&[block_type]);
+    hasher.update(&offset.to_le_bytes());
+    mask_crc(hasher.finalize())
+}
+
+/// The 5-byte trailer to write after a block stored at `offset`.
+pub(crate) fn block_trailer(contents: &[u8], offset: u64) -> [u8; BLOCK_TRAILER_LEN] {
+    let crc = block_checksum(contents, BLOCK_TYPE_RAW, offset).to_le_bytes();
+    [BLOCK_TYPE_RAW, crc[0], crc[1], crc[2], crc[3]]
+}
+
+/// Where a block lives: its file offset and its size excluding the trailer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct BlockHandle {
+    /// File offset of the first byte of the block.
+    pub(crate) offset: u64,
+    /// Block size in bytes, not counting the 5-byte trailer.
+    pub(crate) size: u64,
+}
+
+impl BlockHandle {
+    /// Appends the varint form (offset, size) used in index and metaindex values.
+    pub(crate) fn encode_to(&self, dst: &mut Vec<u8>) {
+        put_varint64(dst, self.offset);
+        put_varint64(dst, self.size);
+    }
+
+    /// Decodes a varint-form handle that must occupy all of `src`.
+    pub(crate) fn decode(src: &[u8]) -> Option<BlockHandle> {
+        let (offset, n) = get_varint64(src)?;
+        let (size, m) = get_varint64(src.get(n..)?)?;
+        (n.checked_add(m)? == src.len()).then_some(BlockHandle { offset, size })
+    }
+
+    /// The file offset just past the block's trailer; `None` on overflow.
+    pub(crate) fn end(&self) -> Option<u64> {
+        self.offset
+            .checked_add(self.size)?
+            .checked_add(BLOCK_TRAILER_LEN as u64)
+    }
+}
+
+/// The fixed-size footer at the end of the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Footer {
+    /// The metaindex block.
+    pub(crate) metaindex: BlockHandle,
+    /// The index block.
+    pub(crate) index: BlockHandle,
+}
+
+impl Footer {
+    /// The footer bytes for format version 1.
+    pub(crate) fn encode(&self) -> [u8; FOOTER_LEN] {
+        self.encode_with_version(FORMAT_VERSION)
+    }
+
+    /// The footer bytes with an arbitrary version (tests write unknown versions).
+    pub(crate) fn encode_with_version(&self, version: u32) -> [u8; FOOTER_LEN] {
+        let mut buf = Vec::with_capacity(FOOTER_LEN);
+        for v in [
+            self.metaindex.offset,
+            self.metaindex.size,
+            self.index.offset,
+            self.index.size,
+        ] {
+            buf.extend_from_slice(&v.to_le_bytes());
+        }
+        buf.extend_from_slice(&version.to_le_bytes());
+        buf.push(CHECKSUM_KIND_CRC32_CONTEXT);
+        buf.resize(FOOTER_CRC_POS, 0); // padding
+        let crc = mask_crc(crc32fast::hash(&buf));
+        buf.extend_from_slice(&crc.to_le_bytes());
+        buf.extend_from_slice(&MAGIC);
+        let mut out = [0u8; FOOTER_LEN];
+        out.copy_from_slice(&buf);
+        out
+    }
+
+    /// Decodes and verifies a footer read from `offset` of file `file`. Checks, in this
+    /// order: magic, CRC (both Corruption), version (Unsupported), checksum kind.
+    pub(crate) fn decode(buf: &[u8], file: &str, offset: u64) -> Result<Footer, TableError> {
+        let corrupt = |reason: &str| TableError::corruption(file, offset, reason);
+        if buf.len() != FOOTER_LEN {
+            return Err(corrupt("footer has the wrong length"));
+        }
+        if buf.get(FOOTER_MAGIC_POS..) != Some(&MAGIC[..]) {
+            return Err(corrupt("bad magic number (not a stampkv table)"));
+        }
+        let stored_crc = get_u32_le(buf, FOOTER_CRC_POS).ok_or_else(|| corrupt("short footer"))?;
+        let covered = buf.get(..FOOTER_CRC_POS).unwrap_or_default();
+        if mask_crc(crc32fast::hash(covered)) != stored_crc {
+            return Err(corrupt("footer checksum mismatch"));
+        }
+        let version = get_u32_le(buf, 32).ok_or_else(|| corrupt("short footer"))?;
+        if version != FORMAT_VERSION {
+            return Err(TableError::Unsupported {
+                file: file.to_owned(),
+                version,
+            });
+        }
+        if buf.get(36) != Some(&CHECKSUM_KIND_CRC32_CONTEXT) {
+            return Err(corrupt("unknown checksum kind"));
+        }
+        let field = |pos: usize| get_u64_le(buf, pos).ok_or_else(|| corrupt("short footer"));
+        Ok(Footer {
+            metaindex: BlockHandle {
+                offset: field(0)?,
+                size: field(8)?,
+            },
+            index: BlockHandle {
+                offset: field(16)?,
+                size: field(24)?,
+            },
+        })
+    }
+}
+
+/// Reads the block at `handle` and verifies its trailer; returns the block bytes without
+/// the trailer. The block (with trailer) must end at or before `limit`, which callers set
+/// to the end of the region the block belongs to; this bounds the allocation by the file
+/// size whatever the handle says.
+pub(crate) fn read_block(
+    file: &dyn ReadAt,
+    name: &str,
+    handle: BlockHandle,
+    limit: u64,
+) -> Result<Vec<u8>, TableError> {
+    let offset = handle.offset;
+    let corrupt = |reason: String| TableError::corruption(name, offset, reason);
+    let end = handle
+        .end()
+        .filter(|&end| end <= limit)
+        .ok_or_else(|| corrupt(format!("block handle (size {}) out of range", handle.size)))?;
+    let total = usize::try_from(end - offset)
+        .map_err(|_| corrupt("block too large for this platform".into()))?;
+    let mut buf = vec![0u8; total];
+    file.read_exact_at(&mut buf, offset)
+        .map_err(|e| TableError::read_error(name, offset, e))?;
+    let size = total - BLOCK_TRAILER_LEN;
+    let (contents, trailer) = buf.split_at_checked(size).unwrap_or_default();
+    let block_type = trailer.first().copied().unwrap_or(u8::MAX);
+    let stored = get_u32_le(trailer, 1).unwrap_or_default();
+    if block_checksum(contents, block_type, offset) != stored {
+        return Err(corrupt("block checksum mismatch".into()));
+    }
+    if block_type != BLOCK_TYPE_RAW {
+        return Err(corrupt(format!("unsupported block type {block_type}")));
+    }
+    buf.truncate(size);
+    Ok(buf)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn footer_round_trip() {
+        let f = Footer {
+            metaindex: BlockHandle {
+                offset: 1234,
+                size: 56,
+            },
+            index: BlockHandle {
+                offset: u64::MAX,
+                size: 7,
+            },
+        };
+        let bytes = f.encode();
+        assert_eq!(Footer::decode(&bytes, "t", 0).unwrap(), f);
+        let bad = f.encode_with_version(2);
+        assert!(matches!(
+            Footer::decode(&bad, "t", 0),
+            Err(TableError::Unsupported { version: 2, .. })
+        ));
+    }
+
+    #[test]
+    fn handle_decoding_is_exact() {
+        let h = BlockHandle {
+            offset: 300,
+            size: 1 << 40,
+        };
+        let mut buf = Vec::new();
+        h.encode_to(&mut buf);
+        assert_eq!(BlockHandle::decode(&buf), Some(h));
+        buf.push(0);
+        assert_eq!(BlockHandle::decode(&buf), None);
+        assert_eq!(BlockHandle::decode(&[]), None);
+        assert_eq!(
+            BlockHandle {
+                offset: u64::MAX,
+                size: 1
+            }
+            .end(),
+            None
+        );
+    }
+
+    #[test]
+    fn crc_mask_matches_leveldb() {
+        // LevelDB's crc32c test: Unmask(Mask(x)) == x; here we just pin the formula.
+        assert_eq!(mask_crc(0), 0xa282_ead8);
+        assert_eq!(mask_crc(1 << 15), 0xa282_ead9);
+    }
+}

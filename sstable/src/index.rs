@@ -1,0 +1,173 @@
+//! The pinned index block plus a search accelerator.
+//!
+//! Binary search over a block's restart points touches two cache lines per step (the
+//! restart array and the entry). For the index, which every point lookup searches, the
+//! table keeps a compact array with one `u64` per restart point: bytes `L..L + 8` of its
+//! user key (big-endian, zero-padded), where `L` is the length of the prefix shared by
+//! all of them. Zero padding keeps the array's order consistent with key order (a
+//! strictly smaller prefix value means a strictly smaller user key), so a binary search
+//! over the array narrows the block search down to the restart points whose prefix value
+//! equals the target's, usually one or two.
+
+use std::cmp::Ordering;
+use std::sync::Arc;
+
+use crate::block::{Block, BlockIter};
+use crate::key::{compare_bytes, split_stored_key};
+
+/// The index block with its prefix array.
+#[derive(Debug)]
+pub(crate) struct IndexBlock {
+    block: Arc<Block>,
+    /// User-key prefix shared by every restart key.
+    common: Vec<u8>,
+    /// Per restart point: the next 8 user-key bytes after `common` as a big-endian u64.
+    prefixes: Vec<u64>,
+}
+
+/// Bytes `from..from + 8` of `user`, zero-padded, as a big-endian u64.
+#[inline]
+fn prefix_value(user: &[u8], from: usize) -> u64 {
+    let mut bytes = [0u8; 8];
+    let tail = user.get(from..).unwrap_or_default();
+    let n = tail.len().min(8);
+    if let (Some(dst), Some(src)) = (bytes.get_mut(..n), tail.get(..n)) {
+        dst.copy_from_slice(src);
+    }
+    u64::from_be_bytes(bytes)
+}
+
+impl IndexBlock {
+    /// Builds the prefix array; `Err` if a restart key is malformed.
+    pub(crate) fn new(block: Block) -> Result<IndexBlock, &'static str> {
+        let count = if block.is_empty() {
+            0
+        } else {
+            block.num_restarts()
+        };
+        let mut users = Vec::with_capacity(count);
+        for i in 0..count {
+            let key = block.restart_key(i, true).ok_or("malformed index entry")?;
+            let (user, _) = split_stored_key(key).ok_or("malformed index entry")?;
+            users.push(user);
+        }
+        let mut common_len = users.first().map_or(0, |u| u.len());
+        if let Some(first) = users.first() {
+            for user in &users {
+                let same = first.iter().zip(user.iter()).take_while(|(a, b)| a == b);
+                common_len = common_len.min(same.count());
+            }
+        }
+        let common = users
+            .first()
+            .and_then(|u| u.get(..common_len))
+            .unwrap_or_default()
+            .to_vec();
+        let prefixes = users.iter().map(|u| prefix_value(u, common_len)).collect();
+        Ok(IndexBlock {
+            block: Arc::new(block),
+            common,
+            prefixes,
+        })
+    }
+
+    /// The block itself.
+    pub(crate) fn block(&self) -> &Arc<Block> {
+        &self.block
+    }
+
+    /// Heap bytes held.
+    pub(crate) fn memory_usage(&self) -> usize {
+        self.block.memory_usage() + self.common.capacity() + 8 * self.prefixes.capacity()
+    }
+
+    /// Seeks `it` (an iterator over this index block) to the first entry >= target.
+    pub(crate) fn seek<B>(&self, it: &mut BlockIter<B>, user_key: &[u8], trailer: u64)
+    where
+        B: std::ops::Deref<Target = Block>,
+    {
+        let (left, right) = self.restart_range(user_key);
+        it.seek_within(user_key, trailer, left, right);
+    }
+
+    /// The range holding the last restart point whose key is < (`user_key`, any trailer
+    /// the caller uses), or restart 0 if none is.
+    fn restart_range(&self, user_key: &[u8]) -> (usize, usize) {
+        let n = self.prefixes.len();
+        let last = n.saturating_sub(1);
+        let head = user_key.get(..self.common.len()).unwrap_or(user_key);
+        match compare_bytes(head, self.common.get(..head.len()).unwrap_or_default()) {
+            // Sorts before every index key (or is a proper prefix of the common part).
+            Ordering::Less => return (0, 0),
+            Ordering::Equal if head.len() < self.common.len() => return (0, 0),
+            Ordering::Greater => return (last, last),
+            Ordering::Equal => {}
+        }
+        let target = prefix_value(user_key, self.common.len());
+        // Restarts before `lo` have smaller user keys; from `hi` on, larger ones.
+        let lo = self.prefixes.partition_point(|&p| p < target);
+        let hi = self.prefixes.partition_point(|&p| p <= target);
+        (lo.saturating_sub(1), hi.saturating_sub(1))
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
+mod tests {
+    use super::*;
+    use crate::block_builder::BlockBuilder;
+    use crate::key::push_stored_key;
+
+    #[test]
+    fn narrowed_seek_matches_plain_seek() {
+        let users: Vec<&[u8]> = vec![
+            b"pre",
+            b"pre\x00",
+            b"pre\x00\x00",
+            b"prefix-a",
+            b"prefix-a",
+            b"prefix-ab",
+            b"prefix-abcdefghijk",
+            b"prefix-abcdefghijz",
+            b"prefix-b",
+            b"prf",
+        ];
+        let mut b = BlockBuilder::new(1);
+        let mut key = Vec::new();
+        for (i, user) in users.iter().enumerate() {
+            key.clear();
+            push_stored_key(&mut key, user, 100 - i as u64);
+            b.add(&key, &[i as u8]);
+        }
+        let index = IndexBlock::new(Block::new(b.finish().clone()).unwrap()).unwrap();
+        assert_eq!(index.common, b"pr");
+        let targets: Vec<&[u8]> = vec![
+            b"",
+            b"a",
+            b"p",
+            b"pr",
+            b"pre",
+            b"pre\x00",
+            b"pre\x00\x00\x00",
+            b"prefix-a",
+            b"prefix-abcdefghijkz",
+            b"prefix-abcdefghijk",
+            b"prefix-c",
+            b"prf",
+            b"prg",
+            b"z",
+        ];
+        for target in targets {
+            for trailer in [0, 50, 95, 100, u64::MAX] {
+                let mut plain = BlockIter::new(index.block().as_ref(), true);
+                plain.seek(target, trailer);
+                let mut fast = BlockIter::new(index.block().as_ref(), true);
+                index.seek(&mut fast, target, trailer);
+                assert_eq!(plain.valid(), fast.valid(), "{target:?} {trailer}");
+                if plain.valid() {
+                    assert_eq!(plain.value(), fast.value(), "{target:?} {trailer}");
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,218 @@
+//! The table iterator: a two-level iterator (index block -> data blocks).
+
+use std::cmp::Ordering;
+use std::sync::Arc;
+
+use crate::block::{Block, BlockIter};
+use crate::error::TableError;
+use crate::key::{compare_stored, split_stored_key};
+use crate::table::Table;
+
+/// Bidirectional iterator over a table.
+///
+/// Unpositioned (invalid) when created. Moving calls return an error if a block cannot
+/// be read or decoded; the iterator is then invalid. `next` / `prev` on an invalid
+/// iterator do nothing. Keys and values borrow from the iterator.
+pub struct TableIter {
+    table: Arc<Table>,
+    /// Positioned at the index entry of the block in `data` (when that is valid).
+    index: BlockIter<Arc<Block>>,
+    data: BlockIter<Arc<Block>>,
+    /// File offset of the block loaded into `data`, if any.
+    data_offset: Option<u64>,
+}
+
+impl TableIter {
+    pub(crate) fn new(table: Arc<Table>) -> Self {
+        let index = BlockIter::new(Arc::clone(table.index().block()), true);
+        let data = BlockIter::new(Arc::clone(table.empty_block()), true);
+        TableIter {
+            table,
+            index,
+            data,
+            data_offset: None,
+        }
+    }
+
+    /// Whether positioned at an entry.
+    #[inline]
+    pub fn valid(&self) -> bool {
+        self.data.valid()
+    }
+
+    /// First entry >= (user_key, trailer) in table order.
+    pub fn seek(&mut self, user_key: &[u8], trailer: u64) -> Result<(), TableError> {
+        self.table.index().seek(&mut self.index, user_key, trailer);
+        if self.load_data_block()? {
+            self.data.seek(user_key, trailer);
+        }
+        self.skip_empty_forward()
+    }
+
+    /// Last entry <= (user_key, trailer) in table order.
+    pub fn seek_for_prev(&mut self, user_key: &[u8], trailer: u64) -> Result<(), TableError> {
+        self.seek(user_key, trailer)?;
+        if !self.valid() {
+            // Every entry sorts before the target.
+            return self.seek_to_last();
+        }
+        if compare_stored(self.data.key(), user_key, trailer) == Ordering::Greater {
+            self.prev()?;
+        }
+        Ok(())
+    }
+
+    /// Positions at the first entry (invalid if the table is empty).
+    pub fn seek_to_first(&mut self) -> Result<(), TableError> {
+        self.index.seek_to_first();
+        if self.load_data_block()? {
+            self.data.seek_to_first();
+        }
+        self.skip_empty_forward()
+    }
+
+    /// Positions at the last entry (invalid if the table is empty).
+    pub fn seek_to_last(&mut self) -> Result<(), TableError> {
+        self.index.seek_to_last();
+        if self.load_data_block()? {
+            self.data.seek_to_last();
+        }
+        self.skip_empty_backward()
+    }
+
+    /// Moves to the next entry; invalid after the last one.
+    // Not `Iterator::next`: moving is fallible and entries borrow from the iterator.
+    #[allow(clippy::should_implement_trait)]
+    #[inline]
+    pub fn next(&mut self) -> Result<(), TableError> {
+        if !self.data.valid() {
+            return Ok(());
+        }
+        self.data.next();
+        if self.data.valid() {
+            return Ok(());
+        }
+        self.skip_empty_forward()
+    }
+
+    /// Moves to the previous entry; invalid before the first one.
+    pub fn prev(&mut self) -> Result<(), TableError> {
+        if !self.data.valid() {
+            return Ok(());
+        }
+        self.data.prev();
+        self.skip_empty_backward()
+    }
+
+    /// The current entry's user key (empty unless `valid()`).
+    #[inline]
+    pub fn user_key(&self) -> &[u8] {
+        split_stored_key(self.data.key()).map_or(&[], |(user, _)| user)
+    }
+
+    /// The current entry's trailer (0 unless `valid()`).
+    #[inline]
+    pub fn trailer(&self) -> u64 {
+        split_stored_key(self.data.key()).map_or(0, |(_, trailer)| trailer)
+    }
+
+    /// The current entry's value (empty unless `valid()`).
+    #[inline]
+    pub fn value(&self) -> &[u8] {
+        if self.data.valid() {
+            self.data.value()
+        } else {
+            &[]
+        }
+    }
+
+    /// The table being iterated.
+    pub fn table(&self) -> &Arc<Table> {
+        &self.table
+    }
+
+    /// Loads the block the index iterator points at into `data` (unpositioned).
+    /// `Ok(false)` if the index iterator is exhausted. Errors leave `data` invalid.
+    fn load_data_block(&mut self) -> Result<bool, TableError> {
+        if self.index.is_corrupt() {
+            self.data.invalidate();
+            return Err(self.table.index_corruption());
+        }
+        if !self.index.valid() {
+            self.data.invalidate();
+            return Ok(false);
+        }
+        let loaded = self
+            .table
+            .decode_handle(self.index.value())
+            .and_then(|handle| {
+                if self.data_offset == Some(handle.offset) {
+                    return Ok(None); // already loaded: keep it (and the cache untouched)
+                }
+                self.table
+                    .load_block(handle)
+                    .map(|b| Some((handle.offset, b)))
+            });
+        match loaded {
+            Ok(Some((offset, block))) => {
+                self.data.reset(block);
+                self.data_offset = Some(offset);
+                Ok(true)
+            }
+            Ok(None) => Ok(true),
+            Err(e) => {
+                self.data.invalidate();
+                Err(e)
+            }
+        }
+    }
+
+    /// Turns a malformed data block into an error.
+    fn check_data(&mut self) -> Result<(), TableError> {
+        if self.data.is_corrupt() {
+            self.data.invalidate();
+            return Err(self.table.data_corruption(self.data_offset.unwrap_or(0)));
+        }
+        Ok(())
+    }
+
+    /// While `data` is exhausted, moves to the first entry of the next block.
+    fn skip_empty_forward(&mut self) -> Result<(), TableError> {
+        loop {
+            self.check_data()?;
+            if self.data.valid() || !self.index.valid() {
+                return Ok(());
+            }
+            self.index.next();
+            if !self.load_data_block()? {
+                return Ok(());
+            }
+            self.data.seek_to_first();
+        }
+    }
+
+    /// While `data` is exhausted, moves to the last entry of the previous block.
+    fn skip_empty_backward(&mut self) -> Result<(), TableError> {
+        loop {
+            self.check_data()?;
+            if self.data.valid() || !self.index.valid() {
+                return Ok(());
+            }
+            self.index.prev();
+            if !self.load_data_block()? {
+                return Ok(());
+            }
+            self.data.seek_to_last();
+        }
+    }
+}
+
+impl std::fmt::Debug for TableIter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TableIter")
+            .field("table", &self.table.name())
+            .field("valid", &self.valid())
+            .field("block_offset", &self.data_offset)
+            .finish()
+    }
+}

@@ -1,0 +1,35 @@
+//! Builder options.
+
+/// Largest block size honoured; larger settings are clamped (block offsets are u32).
+pub(crate) const MAX_BLOCK_SIZE: usize = 1 << 30;
+
+/// Builder options.
+#[derive(Debug, Clone)]
+pub struct TableOptions {
+    /// Target uncompressed data block size: a block is cut as soon as its size reaches
+    /// this (so blocks exceed it by at most one entry). Clamped to 1 B ..= 1 GiB.
+    pub block_size: usize,
+    /// Keys between restart points (0 is treated as 1).
+    pub restart_interval: usize,
+    /// Bloom filter bits per key; 0 disables the filter.
+    pub bloom_bits_per_key: u32,
+}
+
+impl Default for TableOptions {
+    fn default() -> Self {
+        TableOptions {
+            block_size: 4096,
+            restart_interval: 16,
+            bloom_bits_per_key: 10,
+        }
+    }
+}
+
+impl TableOptions {
+    /// The options with out-of-range values clamped.
+    pub(crate) fn sanitized(mut self) -> Self {
+        self.block_size = self.block_size.clamp(1, MAX_BLOCK_SIZE);
+        self.restart_interval = self.restart_interval.max(1);
+        self
+    }
+}

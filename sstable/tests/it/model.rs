@@ -1,0 +1,213 @@
+//! Random tables checked against a sorted in-memory model.
+
+use std::cmp::Ordering;
+use std::collections::BTreeSet;
+
+use stampkv_sstable::{TableIter, TableOptions};
+
+use crate::common::{build, cmp_key, open, Entry, Rng};
+
+/// A user key with lots of shared prefixes: a prefix from a small pool plus a short
+/// suffix over a 4-letter alphabet (including 0x00 and 0xff); lengths 0..40.
+fn random_user_key(rng: &mut Rng, prefixes: &[Vec<u8>]) -> Vec<u8> {
+    let mut key = prefixes[rng.below(prefixes.len())].clone();
+    let extra = rng.below(40 - key.len());
+    let alphabet = [0x00, b'a', b'b', 0xff];
+    for _ in 0..rng.below(extra + 1) {
+        key.push(alphabet[rng.below(4)]);
+    }
+    key
+}
+
+fn random_trailer(rng: &mut Rng) -> u64 {
+    match rng.below(10) {
+        0 => 0,
+        1 => u64::MAX,
+        2 => rng.below(4) as u64,
+        _ => rng.next_u64(),
+    }
+}
+
+fn random_entries(rng: &mut Rng, distinct_keys: usize) -> Vec<Entry> {
+    let prefixes: Vec<Vec<u8>> = (0..8)
+        .map(|i| {
+            let len = [0, 1, 3, 8, 12, 20, 30, 39][i];
+            rng.bytes(len)
+        })
+        .collect();
+    let mut keys = BTreeSet::new();
+    while keys.len() < distinct_keys {
+        keys.insert(random_user_key(rng, &prefixes));
+    }
+    let mut entries = Vec::new();
+    for key in keys {
+        let versions = 1 + rng.below(4);
+        let trailers: BTreeSet<u64> = (0..versions).map(|_| random_trailer(rng)).collect();
+        for &t in trailers.iter().rev() {
+            let len = if rng.percent(15) { 0 } else { rng.below(301) };
+            entries.push((key.clone(), t, rng.bytes(len)));
+        }
+    }
+    entries
+}
+
+/// Index of the first entry >= target.
+fn lower_bound(model: &[Entry], user: &[u8], trailer: u64) -> usize {
+    model.partition_point(|(u, t, _)| cmp_key(u, *t, user, trailer) == Ordering::Less)
+}
+
+/// A seek target: present keys with nearby / extreme trailers, and absent keys.
+fn random_target(rng: &mut Rng, model: &[Entry]) -> (Vec<u8>, u64) {
+    let (user, trailer, _) = &model[rng.below(model.len())];
+    match rng.below(8) {
+        0 => (user.clone(), *trailer),
+        1 => (user.clone(), trailer.wrapping_add(1)),
+        2 => (user.clone(), trailer.wrapping_sub(1)),
+        3 => (user.clone(), 0),
+        4 => (user.clone(), u64::MAX),
+        5 => ([user.as_slice(), &[0x00]].concat(), rng.next_u64()),
+        6 => (user[..user.len() / 2].to_vec(), u64::MAX),
+        _ => {
+            let len = rng.below(6);
+            (rng.bytes(len), rng.next_u64())
+        }
+    }
+}
+
+fn assert_at(it: &TableIter, model: &[Entry], pos: Option<usize>, what: &str) {
+    match pos {
+        Some(i) => {
+            assert!(it.valid(), "{what}: expected entry {i}, iterator invalid");
+            let (u, t, v) = &model[i];
+            assert_eq!((it.user_key(), it.trailer()), (u.as_slice(), *t), "{what}");
+            assert_eq!(it.value(), v.as_slice(), "{what}: value");
+        }
+        None => assert!(!it.valid(), "{what}: expected invalid"),
+    }
+}
+
+fn check_scans(it: &mut TableIter, model: &[Entry]) {
+    it.seek_to_first().unwrap();
+    for i in 0..model.len() {
+        assert_at(it, model, Some(i), "forward scan");
+        it.next().unwrap();
+    }
+    assert!(!it.valid());
+    it.seek_to_last().unwrap();
+    for i in (0..model.len()).rev() {
+        assert_at(it, model, Some(i), "reverse scan");
+        it.prev().unwrap();
+    }
+    assert!(!it.valid());
+}
+
+fn check_seeks(it: &mut TableIter, model: &[Entry], rng: &mut Rng) {
+    for _ in 0..300 {
+        let (user, trailer) = random_target(rng, model);
+        let lb = lower_bound(model, &user, trailer);
+        it.seek(&user, trailer).unwrap();
+        assert_at(it, model, (lb < model.len()).then_some(lb), "seek");
+        let ub =
+            model.partition_point(|(u, t, _)| cmp_key(u, *t, &user, trailer) != Ordering::Greater);
+        it.seek_for_prev(&user, trailer).unwrap();
+        assert_at(it, model, ub.checked_sub(1), "seek_for_prev");
+    }
+}
+
+/// Random next/prev walks with direction changes, restarted by random seeks.
+fn check_walks(it: &mut TableIter, model: &[Entry], rng: &mut Rng) {
+    let mut pos: Option<usize> = None;
+    for step in 0..3000 {
+        if pos.is_none() || rng.percent(2) {
+            let (user, trailer) = random_target(rng, model);
+            let lb = lower_bound(model, &user, trailer);
+            it.seek(&user, trailer).unwrap();
+            pos = (lb < model.len()).then_some(lb);
+        } else if rng.percent(50) {
+            it.next().unwrap();
+            pos = pos.map(|p| p + 1).filter(|&p| p < model.len());
+        } else {
+            it.prev().unwrap();
+            pos = pos.and_then(|p| p.checked_sub(1));
+        }
+        assert_at(it, model, pos, &format!("walk step {step}"));
+    }
+}
+
+fn check_gets(table: &stampkv_sstable::Table, model: &[Entry], rng: &mut Rng) {
+    for (user, trailer, value) in model.iter().step_by(3) {
+        assert_eq!(
+            table.get(user, *trailer).unwrap(),
+            Some((*trailer, value.clone()))
+        );
+    }
+    for _ in 0..500 {
+        let (user, max_trailer) = random_target(rng, model);
+        let lb = lower_bound(model, &user, max_trailer);
+        let expected = model
+            .get(lb)
+            .filter(|(u, _, _)| *u == user)
+            .map(|(_, t, v)| (*t, v.clone()));
+        assert_eq!(
+            table.get(&user, max_trailer).unwrap(),
+            expected,
+            "get {user:?} {max_trailer}"
+        );
+    }
+}
+
+#[test]
+fn random_tables_match_model() {
+    let mut seed = 1;
+    for block_size in [64, 4096] {
+        for restart_interval in [1, 16] {
+            for (bloom_bits_per_key, _round) in [0, 10].into_iter().flat_map(|b| [(b, 0), (b, 1)]) {
+                seed += 1;
+                let mut rng = Rng::new(seed);
+                let model = random_entries(&mut rng, 1000);
+                let options = TableOptions {
+                    block_size,
+                    restart_interval,
+                    bloom_bits_per_key,
+                };
+                let table = open(build(&model, options), seed, None);
+                assert_eq!(table.entry_count(), model.len() as u64);
+                let mut it = table.iter();
+                check_scans(&mut it, &model);
+                check_seeks(&mut it, &model, &mut rng);
+                check_walks(&mut it, &model, &mut rng);
+                check_gets(&table, &model, &mut rng);
+            }
+        }
+    }
+}
+
+/// Many versions of one user key spread over many blocks, with the index separators
+/// falling between versions of the same key.
+#[test]
+fn versions_spanning_blocks() {
+    let mut model: Vec<Entry> = Vec::new();
+    for t in (0..300u64).rev() {
+        model.push((b"same".to_vec(), t * 3, vec![t as u8; 10]));
+    }
+    model.push((b"samf".to_vec(), 5, b"x".to_vec()));
+    let options = TableOptions {
+        block_size: 64,
+        restart_interval: 4,
+        bloom_bits_per_key: 10,
+    };
+    let table = open(build(&model, options), 1, None);
+    let mut it = table.iter();
+    check_scans(&mut it, &model);
+    for max in [u64::MAX, 900, 899, 898, 450, 3, 2, 0] {
+        let lb = lower_bound(&model, b"same", max);
+        let want = model
+            .get(lb)
+            .filter(|e| e.0 == b"same")
+            .map(|e| (e.1, e.2.clone()));
+        assert_eq!(table.get(b"same", max).unwrap(), want, "max {max}");
+    }
+    let mut rng = Rng::new(99);
+    check_seeks(&mut it, &model, &mut rng);
+    check_walks(&mut it, &model, &mut rng);
+}

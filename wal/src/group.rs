@@ -1,0 +1,279 @@
+//! [`Wal`]: the segmented log with group commit.
+//!
+//! Two locks, always taken in this order: `active` (the writer; serializes
+//! appends and rotation) then `sync` (group-commit state). The fsync itself
+//! runs with neither held, so appends continue while a sync is in flight.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::{Condvar, Mutex, MutexGuard};
+
+use crate::error::WalError;
+use crate::file::SegmentDir;
+use crate::writer::{LogWriter, SegmentFile, WalOptions};
+
+/// A position in the log: a byte count across all segments, monotonic.
+///
+/// The position of a byte is the sum of the lengths of the earlier segments
+/// written by this [`Wal`] plus its offset in its own segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct LogPosition(pub u64);
+
+/// Counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WalStats {
+    /// Bytes of chunks written (headers, payloads and block padding; not preallocation).
+    pub bytes_written: u64,
+    /// Logical records appended.
+    pub records_written: u64,
+    /// `fdatasync` calls performed (group-commit syncs plus seals).
+    pub syncs: u64,
+    /// Zero bytes written ahead by preallocation.
+    pub preallocated_bytes: u64,
+}
+
+impl WalStats {
+    /// Field-wise sum.
+    pub(crate) fn plus(self, o: WalStats) -> WalStats {
+        WalStats {
+            bytes_written: self.bytes_written + o.bytes_written,
+            records_written: self.records_written + o.records_written,
+            syncs: self.syncs + o.syncs,
+            preallocated_bytes: self.preallocated_bytes + o.preallocated_bytes,
+        }
+    }
+}
+
+/// The segment being written.
+struct Active<F: crate::LogFile> {
+    writer: LogWriter<F>,
+    /// Log position of offset 0 of the current segment.
+    base: u64,
+    closed: bool,
+    /// Counters of the segments before the current one.
+    earlier: WalStats,
+}
+
+/// Group-commit state. Invariant: `synced <= written`, both only grow.
+struct SyncState<F> {
+    /// End of the data handed to the OS.
+    written: u64,
+    /// End of the data known durable.
+    synced: u64,
+    /// A thread is in `fdatasync` right now (with this lock released).
+    in_progress: bool,
+    /// The current segment and its `base`, captured by the syncer.
+    segment: Arc<SegmentFile<F>>,
+    base: u64,
+}
+
+/// The segmented log with group commit.
+pub struct Wal<D: SegmentDir> {
+    dir: D,
+    options: WalOptions,
+    active: Mutex<Active<D::File>>,
+    sync: Mutex<SyncState<D::File>>,
+    /// Signalled whenever a sync finishes (successfully or not) or `synced` moves.
+    synced_cv: Condvar,
+    /// Set after any failed write or sync; never cleared.
+    poisoned: AtomicBool,
+    group_syncs: AtomicU64,
+}
+
+impl<D: SegmentDir> Wal<D> {
+    /// Creates segment `segment_number` and starts writing there.
+    pub fn create(dir: D, segment_number: u64, options: WalOptions) -> Result<Self, WalError> {
+        let file = dir.create_segment(segment_number)?;
+        let writer = LogWriter::create(file, segment_number, options.clone())?;
+        dir.sync_dir()?;
+        let sync = SyncState {
+            written: writer.offset(),
+            synced: 0,
+            in_progress: false,
+            segment: writer.shared(),
+            base: 0,
+        };
+        Ok(Wal {
+            dir,
+            options,
+            active: Mutex::new(Active {
+                writer,
+                base: 0,
+                closed: false,
+                earlier: WalStats::default(),
+            }),
+            sync: Mutex::new(sync),
+            synced_cv: Condvar::new(),
+            poisoned: AtomicBool::new(false),
+            group_syncs: AtomicU64::new(0),
+        })
+    }
+
+    /// Appends one record; returns its end position. Written to the OS on return.
+    pub fn append(&self, payload: &[u8]) -> Result<LogPosition, WalError> {
+        let mut active = self.lock_active()?;
+        let end = active
+            .writer
+            .add_record(payload)
+            .map_err(|e| self.poison_on_io(e))?;
+        let pos = active.base + end;
+        // Still under `active`: `written` advances in append order.
+        self.sync.lock().written = pos;
+        Ok(LogPosition(pos))
+    }
+
+    /// Returns once everything up to `pos` is durable; concurrent callers share fsyncs.
+    pub fn sync_to(&self, pos: LogPosition) -> Result<(), WalError> {
+        let mut st = self.sync.lock();
+        loop {
+            self.check_poisoned()?;
+            if st.synced >= pos.0 {
+                return Ok(());
+            }
+            if pos.0 > st.written {
+                return Err(WalError::Io(std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    "sync_to a position beyond the written data",
+                )));
+            }
+            if st.in_progress {
+                // The running sync may not cover `pos`; re-check when it ends.
+                self.synced_cv.wait(&mut st);
+                continue;
+            }
+            self.run_sync(&mut st)?;
+        }
+    }
+
+    /// Becomes the syncer: syncs everything written so far with the lock
+    /// released, then publishes the result to all waiters.
+    fn run_sync(&self, st: &mut MutexGuard<'_, SyncState<D::File>>) -> Result<(), WalError> {
+        st.in_progress = true;
+        let target = st.written;
+        let segment = Arc::clone(&st.segment);
+        // `written >= base` always holds: `base` is where `written` started
+        // for this segment.
+        let segment_target = target - st.base;
+        let result = MutexGuard::unlocked(st, || segment.sync_through(segment_target));
+        st.in_progress = false;
+        let outcome = match result {
+            Ok(()) => {
+                st.synced = st.synced.max(target);
+                self.group_syncs.fetch_add(1, Ordering::Relaxed);
+                Ok(())
+            }
+            Err(e) => {
+                // Never retry: after a failed fsync the page cache may have
+                // dropped the dirty data, so a later "successful" fsync would lie.
+                self.poisoned.store(true, Ordering::SeqCst);
+                Err(WalError::Io(e))
+            }
+        };
+        // Waiters re-check `synced` / poisoning once we release the lock.
+        self.synced_cv.notify_all();
+        outcome
+    }
+
+    /// Seals and syncs the current segment, then continues in a new one.
+    pub fn rotate(&self, new_segment_number: u64) -> Result<(), WalError> {
+        let mut active = self.lock_active()?;
+        active.writer.seal().map_err(|e| self.poison_on_io(e))?;
+        let old_end = active.base + active.writer.offset();
+        let file = self
+            .dir
+            .create_segment(new_segment_number)
+            .map_err(|e| self.poison_on_io(e.into()))?;
+        let writer = LogWriter::create(file, new_segment_number, self.options.clone())
+            .map_err(|e| self.poison_on_io(e))?;
+        self.dir
+            .sync_dir()
+            .map_err(|e| self.poison_on_io(e.into()))?;
+        let old = std::mem::replace(&mut active.writer, writer);
+        active.earlier = active.earlier.plus(old.stats());
+        active.base = old_end;
+        let mut st = self.sync.lock();
+        // The seal synced the whole old segment.
+        st.synced = st.synced.max(old_end);
+        st.written = old_end + active.writer.offset();
+        st.segment = active.writer.shared();
+        st.base = old_end;
+        self.synced_cv.notify_all();
+        Ok(())
+    }
+
+    /// Seals and syncs the current segment. Later appends fail with
+    /// [`WalError::Closed`]; closing twice does nothing. Dropping a `Wal`
+    /// without closing leaves the segment unsealed (like a crash).
+    pub fn close(&self) -> Result<(), WalError> {
+        self.check_poisoned()?;
+        let mut active = self.active.lock();
+        if active.closed {
+            return Ok(());
+        }
+        active.writer.seal().map_err(|e| self.poison_on_io(e))?;
+        active.closed = true;
+        let end = active.base + active.writer.offset();
+        let mut st = self.sync.lock();
+        st.written = end;
+        st.synced = st.synced.max(end);
+        self.synced_cv.notify_all();
+        Ok(())
+    }
+
+    /// Number of the segment being written.
+    pub fn current_segment(&self) -> u64 {
+        self.active.lock().writer.segment_number()
+    }
+
+    /// End of written data.
+    pub fn written_position(&self) -> LogPosition {
+        LogPosition(self.sync.lock().written)
+    }
+
+    /// End of the data known to be durable.
+    pub fn synced_position(&self) -> LogPosition {
+        LogPosition(self.sync.lock().synced)
+    }
+
+    /// Whether a failed write or sync poisoned the log.
+    pub fn is_poisoned(&self) -> bool {
+        self.poisoned.load(Ordering::SeqCst)
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> WalStats {
+        let active = self.active.lock();
+        let mut stats = active.earlier.plus(active.writer.stats());
+        stats.syncs += self.group_syncs.load(Ordering::Relaxed);
+        stats
+    }
+
+    /// Locks the writer of an open, unpoisoned log.
+    fn lock_active(&self) -> Result<MutexGuard<'_, Active<D::File>>, WalError> {
+        self.check_poisoned()?;
+        let active = self.active.lock();
+        // A syncer may have failed while we waited for the lock.
+        self.check_poisoned()?;
+        if active.closed {
+            return Err(WalError::Closed);
+        }
+        Ok(active)
+    }
+
+    fn check_poisoned(&self) -> Result<(), WalError> {
+        if self.is_poisoned() {
+            return Err(WalError::Poisoned);
+        }
+        Ok(())
+    }
+
+    /// I/O failures (and a poisoned writer) poison the log; argument errors
+    /// such as `RecordTooLarge` or `SegmentFull` do not.
+    fn poison_on_io(&self, e: WalError) -> WalError {
+        if matches!(e, WalError::Io(_) | WalError::Poisoned) {
+            self.poisoned.store(true, Ordering::SeqCst);
+        }
+        e
+    }
+}
