@@ -24,8 +24,15 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
-const WORKLOADS: [&str; 7] =
-    ["fillseq", "fillrandom", "overwrite", "readrandom", "readseq", "fillsync_1", "fillsync_8"];
+const WORKLOADS: [&str; 7] = [
+    "fillseq",
+    "fillrandom",
+    "overwrite",
+    "readrandom",
+    "readseq",
+    "fillsync_1",
+    "fillsync_8",
+];
 
 struct Args {
     num: u64,
@@ -36,7 +43,13 @@ struct Args {
 }
 
 fn parse_args() -> Args {
-    let mut args = Args { num: 1_000_000, runs: 3, sync_ops: 10_000, engines: vec!["stampkv".into(), "fjall".into()], child: None };
+    let mut args = Args {
+        num: 1_000_000,
+        runs: 3,
+        sync_ops: 10_000,
+        engines: vec!["stampkv".into(), "fjall".into()],
+        child: None,
+    };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         let mut value = || it.next().unwrap_or_else(|| panic!("{flag} needs a value"));
@@ -70,6 +83,12 @@ fn child(engine: &str, args: &Args) {
     let pool = Arc::new(value_pool(42));
     let root = tempfile::tempdir().expect("tempdir");
     let n = args.num;
+    // Durable commits first, before the bulk workloads leave the disk busy writing back.
+    for threads in [1u64, 8] {
+        let db = open(engine, &root.path().join(format!("sync{threads}")));
+        let elapsed = fill_sync(&db, args.sync_ops, threads, &pool);
+        println!("RESULT fillsync_{threads} {}", rate(args.sync_ops, elapsed));
+    }
     let sequential: Vec<u64> = (0..n).collect();
     {
         let db = open(engine, &root.path().join("seq"));
@@ -88,15 +107,16 @@ fn child(engine: &str, args: &Args) {
         let elapsed = read_seq(&*db, n as usize);
         println!("RESULT readseq {}", rate(n, elapsed));
         let logical = n * (KEY_BYTES + VALUE_BYTES) as u64;
-        println!("INFO space_amplification {:.2}", dir_bytes(&random_dir) as f64 / logical as f64);
+        println!(
+            "INFO space_amplification {:.2}",
+            dir_bytes(&random_dir) as f64 / logical as f64
+        );
         println!("INFO report {}", db.report());
     }
-    for threads in [1u64, 8] {
-        let db = open(engine, &root.path().join(format!("sync{threads}")));
-        let elapsed = fill_sync(&db, args.sync_ops, threads, &pool);
-        println!("RESULT fillsync_{threads} {}", rate(args.sync_ops, elapsed));
-    }
-    println!("INFO peak_rss_mib {:.0}", peak_rss_bytes().unwrap_or(0) as f64 / (1 << 20) as f64);
+    println!(
+        "INFO peak_rss_mib {:.0}",
+        peak_rss_bytes().unwrap_or(0) as f64 / (1 << 20) as f64
+    );
 }
 
 fn median(values: &mut [f64]) -> f64 {
@@ -117,10 +137,21 @@ fn main() {
         for engine in &args.engines {
             eprintln!("run {} of {}: {engine}", run + 1, args.runs);
             let output = Command::new(&exe)
-                .args(["--child", engine, "--num", &args.num.to_string(), "--sync-ops", &args.sync_ops.to_string()])
+                .args([
+                    "--child",
+                    engine,
+                    "--num",
+                    &args.num.to_string(),
+                    "--sync-ops",
+                    &args.sync_ops.to_string(),
+                ])
                 .output()
                 .expect("run child");
-            assert!(output.status.success(), "{engine} failed: {}", String::from_utf8_lossy(&output.stderr));
+            assert!(
+                output.status.success(),
+                "{engine} failed: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
             for line in String::from_utf8_lossy(&output.stdout).lines() {
                 let mut parts = line.splitn(3, ' ');
                 match (parts.next(), parts.next(), parts.next()) {
@@ -136,7 +167,10 @@ fn main() {
             }
         }
     }
-    println!("db_bench: {} entries, {KEY_BYTES}-byte keys, {VALUE_BYTES}-byte values, median of {} runs", args.num, args.runs);
+    println!(
+        "db_bench: {} entries, {KEY_BYTES}-byte keys, {VALUE_BYTES}-byte values, median of {} runs",
+        args.num, args.runs
+    );
     print!("{:<12}", "workload");
     for engine in &args.engines {
         print!("{engine:>14}");
@@ -146,7 +180,9 @@ fn main() {
         print!("{workload:<12}");
         let mut medians = Vec::new();
         for engine in &args.engines {
-            let m = results.get_mut(&(engine.clone(), workload.to_owned())).map_or(0.0, |v| median(v));
+            let m = results
+                .get_mut(&(engine.clone(), workload.to_owned()))
+                .map_or(0.0, |v| median(v));
             medians.push(m);
             print!("{m:>12.0}/s");
         }

@@ -13,7 +13,9 @@ pub struct FjallEngine {
 impl FjallEngine {
     pub fn open(dir: &Path) -> Self {
         let db = Database::builder(dir).open().expect("open fjall");
-        let items = db.keyspace("items", KeyspaceCreateOptions::default).expect("keyspace");
+        let items = db
+            .keyspace("items", KeyspaceCreateOptions::default)
+            .expect("keyspace");
         FjallEngine { db, items }
     }
 }
@@ -30,7 +32,12 @@ impl BenchEngine for FjallEngine {
         self.items.get(key).expect("get").is_some()
     }
     fn scan_all(&self) -> usize {
-        self.items.iter().map(|guard| guard.into_inner().expect("scan")).count()
+        let mut count = 0;
+        for guard in self.items.iter() {
+            guard.into_inner().expect("scan");
+            count += 1;
+        }
+        count
     }
     fn sync(&self) {
         self.db.persist(PersistMode::SyncAll).expect("persist");

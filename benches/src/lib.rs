@@ -111,7 +111,12 @@ pub fn read_seq(engine: &dyn BenchEngine, expected: usize) -> Duration {
 }
 
 /// `total` durable single-key commits spread over `threads` writers.
-pub fn fill_sync(engine: &Arc<dyn BenchEngine>, total: u64, threads: u64, pool: &Arc<Vec<u8>>) -> Duration {
+pub fn fill_sync(
+    engine: &Arc<dyn BenchEngine>,
+    total: u64,
+    threads: u64,
+    pool: &Arc<Vec<u8>>,
+) -> Duration {
     let start = Instant::now();
     let handles: Vec<_> = (0..threads)
         .map(|t| {
@@ -141,8 +146,13 @@ impl StampkvEngine {
     /// Opens a database in `dir`: default options, commits handed to the OS without an
     /// fsync (like fjall's default), except `put_durable`, which syncs.
     pub fn open(dir: &Path) -> Self {
-        let options = Options { sync_mode: SyncMode::Buffered, ..Options::default() };
-        StampkvEngine { db: Db::open(dir, options).expect("open stampkv") }
+        let options = Options {
+            sync_mode: SyncMode::Buffered,
+            ..Options::default()
+        };
+        StampkvEngine {
+            db: Db::open(dir, options).expect("open stampkv"),
+        }
     }
 }
 
@@ -160,7 +170,12 @@ impl BenchEngine for StampkvEngine {
         self.db.get(key).expect("get").is_some()
     }
     fn scan_all(&self) -> usize {
-        self.db.iter().map(|e| e.expect("scan")).count()
+        let mut count = 0;
+        for entry in self.db.iter() {
+            entry.expect("scan");
+            count += 1;
+        }
+        count
     }
     fn sync(&self) {
         self.db.sync_wal().expect("sync");
@@ -187,7 +202,9 @@ pub fn peak_rss_bytes() -> Option<u64> {
 
 /// Bytes of all files below `dir` (apparent sizes).
 pub fn dir_bytes(dir: &Path) -> u64 {
-    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
     entries
         .filter_map(Result::ok)
         .map(|e| {

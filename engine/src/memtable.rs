@@ -37,9 +37,9 @@ impl Memtable {
     pub fn new(wal_segment: u64, capacity_bytes: usize, base_seq: u64) -> Self {
         Memtable {
             list: SkipList::new(capacity_bytes / 8),
-            // One filter bit per memtable byte: ~100 bits per typical entry, so false
-            // positives are rare; 1/64 of the memtable's size in memory.
-            bloom: MemtableBloom::new(capacity_bytes),
+            // One filter bit per 4 memtable bytes: 15 to 40 bits per typical entry, so
+            // false positives are rare; 1/32 of the memtable's size in memory.
+            bloom: MemtableBloom::new(capacity_bytes / 4),
             wal_segment,
             max_seq: AtomicU64::new(0),
             base_seq,
@@ -64,10 +64,11 @@ impl Memtable {
 
     /// Inserts the entries of one commit. Callers serialize inserts, and keys are unique
     /// within `entries` (see [`crate::batch`]).
-    pub fn apply(&self, seq: u64, entries: &[BatchEntry<'_>]) {
+    pub fn apply<'a>(&self, seq: u64, entries: impl IntoIterator<Item = BatchEntry<'a>>) {
         for entry in entries {
             self.bloom.insert(hash_key(entry.key));
-            self.list.insert(entry.key, key::trailer(seq, entry.kind), entry.value);
+            self.list
+                .insert(entry.key, key::trailer(seq, entry.kind), entry.value);
         }
         self.max_seq.fetch_max(seq, Ordering::Release);
     }
@@ -76,7 +77,8 @@ impl Memtable {
     pub fn insert(&self, user_key: &[u8], trailer: u64, value: &[u8]) {
         self.bloom.insert(hash_key(user_key));
         self.list.insert(user_key, trailer, value);
-        self.max_seq.fetch_max(key::trailer_seq(trailer), Ordering::Release);
+        self.max_seq
+            .fetch_max(key::trailer_seq(trailer), Ordering::Release);
     }
 
     /// The newest version of `user_key` with a sequence number <= `seq`.
@@ -87,7 +89,10 @@ impl Memtable {
         let mut cursor = self.list.cursor();
         cursor.seek(user_key, key::seek_trailer(seq));
         if cursor.valid() && cursor.user_key() == user_key {
-            return Some(Found { trailer: cursor.trailer(), value: cursor.value().to_vec() });
+            return Some(Found {
+                trailer: cursor.trailer(),
+                value: cursor.value().to_vec(),
+            });
         }
         None
     }
@@ -138,7 +143,10 @@ impl MemtableIter {
         // dropped first, and the `Arc` target never moves). The 'static lifetime never
         // escapes: every accessor below shortens it to a borrow of `self`.
         let list: &'static SkipList = unsafe { &*std::ptr::from_ref(&table.list) };
-        MemtableIter { cursor: list.cursor(), _table: table }
+        MemtableIter {
+            cursor: list.cursor(),
+            _table: table,
+        }
     }
 }
 

@@ -3,7 +3,8 @@
 //! ~20 dependent cache misses — for one cache line.
 //!
 //! Blocked layout (cache-local): a key's probes all fall in one 512-bit block chosen by
-//! its hash. Bits are set by the single memtable writer with relaxed atomic ORs; readers
+//! its hash. Bits are set by the single memtable writer (inserts are serialized by the
+//! commit lock) with plain relaxed load-and-store, no locked read-modify-write; readers
 //! only look for keys of commits that were published (with release/acquire ordering on
 //! the visible sequence number) after the bits were set.
 
@@ -39,8 +40,13 @@ impl MemtableBloom {
     /// A filter of about `bits` bits (at least one block).
     pub fn new(bits: usize) -> Self {
         let block_count = bits.div_ceil(WORDS_PER_BLOCK * 64).max(1);
-        let words = (0..block_count * WORDS_PER_BLOCK).map(|_| AtomicU64::new(0)).collect();
-        MemtableBloom { words, block_count: block_count as u64 }
+        let words = (0..block_count * WORDS_PER_BLOCK)
+            .map(|_| AtomicU64::new(0))
+            .collect();
+        MemtableBloom {
+            words,
+            block_count: block_count as u64,
+        }
     }
 
     fn probes(&self, hash: u64) -> impl Iterator<Item = (usize, u64)> {
@@ -51,16 +57,22 @@ impl MemtableBloom {
         })
     }
 
-    /// Adds a key hash. Called by the memtable's (single) writer.
+    /// Adds a key hash. Only the memtable's single writer calls this (a concurrent second
+    /// writer could lose bits, which would make the filter lie).
     pub fn insert(&self, hash: u64) {
         for (word, mask) in self.probes(hash) {
-            self.words[word].fetch_or(mask, Ordering::Relaxed);
+            let word = &self.words[word];
+            let old = word.load(Ordering::Relaxed);
+            if old & mask == 0 {
+                word.store(old | mask, Ordering::Relaxed);
+            }
         }
     }
 
     /// False means the key was certainly never inserted.
     pub fn may_contain(&self, hash: u64) -> bool {
-        self.probes(hash).all(|(word, mask)| self.words[word].load(Ordering::Relaxed) & mask != 0)
+        self.probes(hash)
+            .all(|(word, mask)| self.words[word].load(Ordering::Relaxed) & mask != 0)
     }
 
     /// Bytes of memory used.
@@ -82,9 +94,13 @@ mod tests {
         for i in 0..10_000u32 {
             assert!(bloom.may_contain(hash_key(format!("key-{i}").as_bytes())));
         }
-        let false_positives =
-            (0..10_000u32).filter(|i| bloom.may_contain(hash_key(format!("other-{i}").as_bytes()))).count();
-        assert!(false_positives < 300, "{false_positives} false positives in 10000");
+        let false_positives = (0..10_000u32)
+            .filter(|i| bloom.may_contain(hash_key(format!("other-{i}").as_bytes())))
+            .count();
+        assert!(
+            false_positives < 300,
+            "{false_positives} false positives in 10000"
+        );
     }
 
     #[test]

@@ -81,8 +81,17 @@ pub struct Wal<D: SegmentDir> {
     group_syncs: AtomicU64,
 }
 
+impl<D: SegmentDir> std::fmt::Debug for Wal<D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Wal")
+            .field("poisoned", &self.is_poisoned())
+            .finish_non_exhaustive()
+    }
+}
+
 impl<D: SegmentDir> Wal<D> {
-    /// Creates segment `segment_number` and starts writing there.
+    /// Creates segment `segment_number` and starts writing there: writes its
+    /// SEGMENT_HEADER and syncs the directory. Positions start at 0.
     pub fn create(dir: D, segment_number: u64, options: WalOptions) -> Result<Self, WalError> {
         let file = dir.create_segment(segment_number)?;
         let writer = LogWriter::create(file, segment_number, options.clone())?;
@@ -111,6 +120,9 @@ impl<D: SegmentDir> Wal<D> {
     }
 
     /// Appends one record; returns its end position. Written to the OS on return.
+    ///
+    /// [`WalError::RecordTooLarge`] and [`WalError::SegmentFull`] (rotate,
+    /// then retry) leave the log usable; an I/O error poisons it.
     pub fn append(&self, payload: &[u8]) -> Result<LogPosition, WalError> {
         let mut active = self.lock_active()?;
         let end = active
@@ -124,6 +136,12 @@ impl<D: SegmentDir> Wal<D> {
     }
 
     /// Returns once everything up to `pos` is durable; concurrent callers share fsyncs.
+    ///
+    /// If no sync is running, the caller syncs everything written so far
+    /// (covering other callers' records too); otherwise it waits for the
+    /// running sync and re-checks. Fails with [`WalError::Poisoned`] once any
+    /// write or sync has failed (even for positions synced before), and with
+    /// an `InvalidInput` I/O error for a position beyond the written data.
     pub fn sync_to(&self, pos: LogPosition) -> Result<(), WalError> {
         let mut st = self.sync.lock();
         loop {

@@ -28,6 +28,27 @@
 //! assert_eq!(r.summary().end, SegmentEnd::Sealed);
 //! ```
 //!
+//! # Durability
+//!
+//! [`Wal::append`] hands the record to the OS; [`Wal::sync_to`] makes it
+//! durable. A thread that finds no sync running becomes the syncer for
+//! everything written so far; threads arriving meanwhile wait for it and then
+//! either return or start the next sync, so one `fdatasync` serves many
+//! commits and nobody sleeps on a timer. Segments are zero-filled ahead of the
+//! write position ([`WalOptions::preallocate_bytes`]) so that most commits
+//! overwrite already allocated blocks. [`Wal::rotate`] seals and syncs the
+//! current segment before creating the next one, so every segment but the
+//! newest ends with a SEAL.
+//!
+//! # Recovery
+//!
+//! The engine reads each segment with a [`SegmentReader`] (`is_last` for the
+//! newest), then calls [`seal_recovered_segment`] on the newest one with
+//! [`SegmentSummary::valid_end`] and continues in a new segment. Each chunk
+//! records how much of its segment was durable when it was written, so damage
+//! that a later chunk proves had been synced is reported as corruption
+//! instead of being dropped as a torn tail.
+//!
 //! # Format
 //!
 //! The byte-level description, with the recovery rules, is in `FORMAT.md`.

@@ -10,7 +10,7 @@ use parking_lot::Mutex;
 use crate::file::{LogFile, SegmentDir};
 
 /// An in-memory [`LogFile`] over a `Vec<u8>`, with injectable failures.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct MemLogFile {
     data: Mutex<Vec<u8>>,
     fail_writes: AtomicU32,
@@ -65,6 +65,15 @@ impl MemLogFile {
     /// Number of successful `sync_data` calls.
     pub fn sync_count(&self) -> u64 {
         self.syncs.load(Ordering::SeqCst)
+    }
+}
+
+impl std::fmt::Debug for MemLogFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemLogFile")
+            .field("len", &self.len())
+            .field("syncs", &self.sync_count())
+            .finish_non_exhaustive()
     }
 }
 

@@ -87,7 +87,6 @@ enum Step<'a> {
 }
 
 /// Reads the records of one segment held in memory.
-#[derive(Debug)]
 pub struct SegmentReader<'a> {
     data: &'a [u8],
     info: SegmentInfo,
@@ -104,6 +103,19 @@ pub struct SegmentReader<'a> {
     /// Set once the segment is finished (also after an error).
     end: Option<SegmentEnd>,
     stop_after: bool,
+}
+
+impl std::fmt::Debug for SegmentReader<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SegmentReader")
+            .field("info", &self.info)
+            .field("mode", &self.mode)
+            .field("len", &self.data.len())
+            .field("pos", &self.pos)
+            .field("valid_end", &self.valid_end)
+            .field("end", &self.end)
+            .finish_non_exhaustive()
+    }
 }
 
 impl<'a> SegmentReader<'a> {

@@ -35,7 +35,6 @@ static ZEROS: [u8; 64 * 1024] = [0; 64 * 1024];
 
 /// A segment file plus its durable prefix, shared by the writer and the
 /// group-commit syncer (which syncs without holding the writer).
-#[derive(Debug)]
 pub(crate) struct SegmentFile<F> {
     pub(crate) file: F,
     /// Bytes at the start of the segment known to be durable. Only grows, and
@@ -67,7 +66,6 @@ enum State {
 
 /// Writes records into one segment file (no group commit): used by [`crate::Wal`] and by
 /// other logs in the same format (the engine's manifest).
-#[derive(Debug)]
 pub struct LogWriter<F: LogFile> {
     shared: Arc<SegmentFile<F>>,
     segment: u64,
@@ -299,6 +297,18 @@ impl<F: LogFile> LogWriter<F> {
         }
         self.allocated = self.allocated.max(target);
         Ok(())
+    }
+}
+
+impl<F: LogFile> std::fmt::Debug for LogWriter<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LogWriter")
+            .field("segment", &self.segment)
+            .field("offset", &self.offset)
+            .field("allocated", &self.allocated)
+            .field("synced", &self.shared.synced())
+            .field("state", &self.state)
+            .finish_non_exhaustive()
     }
 }
 

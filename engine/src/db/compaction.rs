@@ -75,10 +75,20 @@ impl DbInner {
         }
         let files = version.files(level);
         let pointer = &pointers[level];
-        let file = files.iter().find(|f| f.desc.largest_key > *pointer).or(files.first())?.clone();
+        let file = files
+            .iter()
+            .find(|f| f.desc.largest_key > *pointer)
+            .or(files.first())?
+            .clone();
         pointers[level] = file.desc.largest_key.clone();
-        let overlapping = version.overlapping(level + 1, &file.desc.smallest_key, &file.desc.largest_key);
-        Some(Plan { level, output_level: level + 1, inputs: vec![file], overlapping })
+        let overlapping =
+            version.overlapping(level + 1, &file.desc.smallest_key, &file.desc.largest_key);
+        Some(Plan {
+            level,
+            output_level: level + 1,
+            inputs: vec![file],
+            overlapping,
+        })
     }
 
     /// All files of `level` and the files of `output_level` they overlap.
@@ -88,7 +98,12 @@ impl DbInner {
             Some((lo, hi)) if output_level != level => version.overlapping(output_level, &lo, &hi),
             _ => Vec::new(),
         };
-        Plan { level, output_level, inputs, overlapping }
+        Plan {
+            level,
+            output_level,
+            inputs,
+            overlapping,
+        }
     }
 
     /// Runs one compaction and installs its result.
@@ -106,31 +121,53 @@ impl DbInner {
             return Ok(());
         }
         let version = self.read_state.read().version.clone();
-        let outputs = match self.merge_inputs(plan, &version) {
-            Ok(outputs) => outputs,
-            Err(e) => return Err(e),
-        };
+        let outputs = self.merge_inputs(plan, &version)?;
         if !outputs.is_empty() {
             self.sync_dir()?;
         }
         let mut edit = VersionEdit::default();
-        edit.deleted.extend(plan.inputs.iter().map(|f| (plan.level, f.desc.number)));
-        edit.deleted.extend(plan.overlapping.iter().map(|f| (plan.output_level, f.desc.number)));
-        edit.added.extend(outputs.iter().map(|f| (plan.output_level, f.desc.clone())));
-        self.install(edit, &outputs, &plan.all_inputs().cloned().collect::<Vec<_>>())?;
+        edit.deleted
+            .extend(plan.inputs.iter().map(|f| (plan.level, f.desc.number)));
+        edit.deleted.extend(
+            plan.overlapping
+                .iter()
+                .map(|f| (plan.output_level, f.desc.number)),
+        );
+        edit.added
+            .extend(outputs.iter().map(|f| (plan.output_level, f.desc.clone())));
+        self.install(
+            edit,
+            &outputs,
+            &plan.all_inputs().cloned().collect::<Vec<_>>(),
+        )?;
         Counters::add(&self.counters.compactions, 1);
-        Counters::add(&self.counters.compaction_bytes_read, plan.all_inputs().map(|f| f.desc.size).sum());
-        Counters::add(&self.counters.compaction_bytes_written, outputs.iter().map(|f| f.desc.size).sum());
+        Counters::add(
+            &self.counters.compaction_bytes_read,
+            plan.all_inputs().map(|f| f.desc.size).sum(),
+        );
+        Counters::add(
+            &self.counters.compaction_bytes_written,
+            outputs.iter().map(|f| f.desc.size).sum(),
+        );
         Ok(())
     }
 
     /// Makes an edit durable, installs the new version and retires replaced files.
-    fn install(&self, edit: VersionEdit, added: &[Arc<TableFile>], replaced: &[Arc<TableFile>]) -> Result<()> {
+    fn install(
+        &self,
+        edit: VersionEdit,
+        added: &[Arc<TableFile>],
+        replaced: &[Arc<TableFile>],
+    ) -> Result<()> {
         let mut versions = self.versions.lock();
         let version = versions.log_and_apply(edit, added, &self.next_file)?;
         {
             let mut state = self.read_state.write();
-            *state = Arc::new(ReadState { mem: state.mem.clone(), imms: state.imms.clone(), version });
+            *state = Arc::new(ReadState {
+                mem: state.mem.clone(),
+                imms: state.imms.clone(),
+                version,
+            });
         }
         drop(versions);
         for file in replaced {
@@ -141,8 +178,10 @@ impl DbInner {
 
     /// Merges the inputs into new tables of the output level.
     fn merge_inputs(&self, plan: &Plan, version: &Version) -> Result<Vec<Arc<TableFile>>> {
-        let children: Vec<Box<dyn InternalIterator>> =
-            plan.all_inputs().map(|f| Box::new(TableSource(f.table.iter())) as Box<dyn InternalIterator>).collect();
+        let children: Vec<Box<dyn InternalIterator>> = plan
+            .all_inputs()
+            .map(|f| Box::new(TableSource(f.table.iter())) as Box<dyn InternalIterator>)
+            .collect();
         let mut iter = MergingIter::new(children);
         iter.seek_to_first()?;
         let mut filter = GcFilter::new(self.gc_point());
@@ -152,7 +191,7 @@ impl DbInner {
         let mut steps = 0u64;
         while iter.valid() {
             steps += 1;
-            if steps % 1024 == 0 && self.shutting_down() {
+            if steps.is_multiple_of(1024) && self.shutting_down() {
                 return Err(Error::Closed);
             }
             let (user_key, trailer, value) = (iter.user_key(), iter.trailer(), iter.value());
@@ -192,17 +231,25 @@ struct BaseLevelCheck<'a> {
 
 impl<'a> BaseLevelCheck<'a> {
     fn new(version: &'a Version, output_level: usize) -> Self {
-        BaseLevelCheck { version, output_level, positions: [0; NUM_LEVELS] }
+        BaseLevelCheck {
+            version,
+            output_level,
+            positions: [0; NUM_LEVELS],
+        }
     }
 
     fn is_base_level(&mut self, user_key: &[u8]) -> bool {
         for level in self.output_level + 1..NUM_LEVELS {
             let files = self.version.files(level);
             let position = &mut self.positions[level];
-            while *position < files.len() && files[*position].desc.largest_key.as_slice() < user_key {
+            while *position < files.len() && files[*position].desc.largest_key.as_slice() < user_key
+            {
                 *position += 1;
             }
-            if files.get(*position).is_some_and(|f| f.desc.smallest_key.as_slice() <= user_key) {
+            if files
+                .get(*position)
+                .is_some_and(|f| f.desc.smallest_key.as_slice() <= user_key)
+            {
                 return false;
             }
         }
@@ -235,7 +282,10 @@ pub(crate) fn compact_while_needed(inner: &DbInner) -> Result<()> {
 pub(crate) fn compact_all(inner: &DbInner) -> Result<()> {
     let _running = inner.compaction_lock.lock();
     let version = inner.read_state.read().version.clone();
-    let deepest = (1..NUM_LEVELS).rev().find(|&l| !version.files(l).is_empty()).unwrap_or(1);
+    let deepest = (1..NUM_LEVELS)
+        .rev()
+        .find(|&l| !version.files(l).is_empty())
+        .unwrap_or(1);
     for level in 0..deepest {
         let version = inner.read_state.read().version.clone();
         if version.files(level).is_empty() {

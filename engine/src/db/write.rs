@@ -32,7 +32,9 @@ impl DbInner {
         options: WriteOptions,
         build: impl FnOnce(&LatestView<'_>) -> Result<(WriteBatch, T), E>,
     ) -> Result<(u64, T), E> {
-        let needs_sync = options.sync.unwrap_or(self.options.sync_mode == SyncMode::Always);
+        let needs_sync = options
+            .sync
+            .unwrap_or(self.options.sync_mode == SyncMode::Always);
         let mut commit = self.commit.lock();
         self.make_room(&mut commit)?;
         let state = self.read_state.read().clone();
@@ -45,11 +47,22 @@ impl DbInner {
         let user_bytes = batch.user_bytes();
         let payload = batch.encode_with_seq(seq);
         if payload.len() > MAX_BATCH_BYTES {
-            return Err(Error::InvalidArgument(format!("batch of {} bytes is too large", payload.len())).into());
+            return Err(Error::InvalidArgument(format!(
+                "batch of {} bytes is too large",
+                payload.len()
+            ))
+            .into());
         }
-        let end = self.wal.append(payload).map_err(|e| self.poison(e.into()))?;
-        let entries: Vec<_> = batch.iter().collect();
-        commit.mem.apply(seq, &batch::effective_entries(&entries));
+        let end = self
+            .wal
+            .append(payload)
+            .map_err(|e| self.poison(e.into()))?;
+        if batch.len() <= 1 {
+            commit.mem.apply(seq, batch.iter());
+        } else {
+            let entries: Vec<_> = batch.iter().collect();
+            commit.mem.apply(seq, batch::effective_entries(&entries));
+        }
         commit.last_seq = seq;
         {
             let mut publish = self.publish.lock();
@@ -75,7 +88,11 @@ impl DbInner {
     /// `seq`. `synced_to` is a WAL position this thread knows to be durable.
     fn publish(&self, seq: u64, synced_to: LogPosition) -> Result<()> {
         let mut publish = self.publish.lock();
-        while publish.pending_sync.front().is_some_and(|&(_, end)| end <= synced_to) {
+        while publish
+            .pending_sync
+            .front()
+            .is_some_and(|&(_, end)| end <= synced_to)
+        {
             publish.pending_sync.pop_front();
         }
         let publishable = match publish.pending_sync.front() {
@@ -87,9 +104,12 @@ impl DbInner {
         }
         while self.visible_seq.load(Ordering::Acquire) < seq {
             if self.is_poisoned() {
-                return Err(Error::Poisoned { reason: "an earlier commit failed to sync".into() });
+                return Err(Error::Poisoned {
+                    reason: "an earlier commit failed to sync".into(),
+                });
             }
-            self.publish_cv.wait_for(&mut publish, Duration::from_millis(100));
+            self.publish_cv
+                .wait_for(&mut publish, Duration::from_millis(100));
         }
         Ok(())
     }
@@ -111,19 +131,28 @@ impl DbInner {
                 let start = Instant::now();
                 MutexGuard::unlocked(commit, || std::thread::sleep(Duration::from_millis(1)));
                 Counters::add(&self.counters.slowdowns, 1);
-                Counters::add(&self.counters.stall_micros, start.elapsed().as_micros() as u64);
+                Counters::add(
+                    &self.counters.stall_micros,
+                    start.elapsed().as_micros() as u64,
+                );
                 continue;
             }
             if commit.mem.memory_bytes() < self.options.write_buffer_size {
                 return Ok(());
             }
-            if threads && (frozen >= self.options.max_immutable_memtables || l0_files >= self.options.l0_stop_trigger) {
+            if threads
+                && (frozen >= self.options.max_immutable_memtables
+                    || l0_files >= self.options.l0_stop_trigger)
+            {
                 let start = Instant::now();
                 self.request_flush();
                 self.request_compaction();
                 self.room_cv.wait_for(commit, Duration::from_millis(100));
                 Counters::add(&self.counters.stalls, 1);
-                Counters::add(&self.counters.stall_micros, start.elapsed().as_micros() as u64);
+                Counters::add(
+                    &self.counters.stall_micros,
+                    start.elapsed().as_micros() as u64,
+                );
                 continue;
             }
             self.switch_memtable(commit)?;
@@ -136,9 +165,15 @@ impl DbInner {
     /// Freezes the current memtable and starts a new one in a new WAL segment.
     pub(crate) fn switch_memtable(&self, commit: &mut CommitState) -> Result<()> {
         let segment = self.next_file.fetch_add(1, Ordering::SeqCst);
-        self.wal.rotate(segment).map_err(|e| self.poison(e.into()))?;
+        self.wal
+            .rotate(segment)
+            .map_err(|e| self.poison(e.into()))?;
         self.wal_segments.lock().push(segment);
-        let fresh = Arc::new(Memtable::new(segment, self.options.write_buffer_size, commit.last_seq));
+        let fresh = Arc::new(Memtable::new(
+            segment,
+            self.options.write_buffer_size,
+            commit.last_seq,
+        ));
         let frozen = std::mem::replace(&mut commit.mem, fresh.clone());
         frozen.seal(commit.last_seq);
         {
@@ -146,7 +181,11 @@ impl DbInner {
             let mut imms = Vec::with_capacity(state.imms.len() + 1);
             imms.push(frozen);
             imms.extend(state.imms.iter().cloned());
-            *state = Arc::new(ReadState { mem: fresh, imms, version: state.version.clone() });
+            *state = Arc::new(ReadState {
+                mem: fresh,
+                imms,
+                version: state.version.clone(),
+            });
         }
         self.request_flush();
         Ok(())
@@ -166,7 +205,8 @@ impl DbInner {
         }
         while !self.read_state.read().imms.is_empty() {
             self.check_writable(&commit)?;
-            self.room_cv.wait_for(&mut commit, Duration::from_millis(100));
+            self.room_cv
+                .wait_for(&mut commit, Duration::from_millis(100));
         }
         Ok(())
     }

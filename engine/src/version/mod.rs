@@ -27,7 +27,7 @@ pub struct Version {
 impl Version {
     /// Builds a version from per-level file lists, sorting them into their level order.
     pub(crate) fn from_levels(mut levels: [Vec<Arc<TableFile>>; NUM_LEVELS]) -> Self {
-        levels[0].sort_by(|a, b| b.desc.number.cmp(&a.desc.number));
+        levels[0].sort_by_key(|f| std::cmp::Reverse(f.desc.number));
         for level in levels.iter_mut().skip(1) {
             level.sort_by(|a, b| a.desc.smallest_key.cmp(&b.desc.smallest_key));
         }
@@ -53,7 +53,10 @@ impl Version {
 
     /// All files with their level.
     pub fn all_files(&self) -> impl Iterator<Item = (usize, &Arc<TableFile>)> {
-        self.levels.iter().enumerate().flat_map(|(l, files)| files.iter().map(move |f| (l, f)))
+        self.levels
+            .iter()
+            .enumerate()
+            .flat_map(|(l, files)| files.iter().map(move |f| (l, f)))
     }
 
     /// Verifies the sorted-level invariant (used by debug builds and tests).

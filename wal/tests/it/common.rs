@@ -207,6 +207,8 @@ pub fn spec_chunk(segment: u64, kind: u8, synced_to: u32, payload: &[u8]) -> Vec
     h.update(&tail);
     h.update(payload);
     let crc = h.finalize();
+    // Written exactly as FORMAT.md states the mask.
+    #[allow(clippy::manual_rotate)]
     let masked = ((crc >> 15) | (crc << 17)).wrapping_add(0xa282_ead8);
     let mut out = masked.to_le_bytes().to_vec();
     out.extend_from_slice(&tail);

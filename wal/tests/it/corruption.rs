@@ -271,3 +271,38 @@ fn damage_in_a_fragmented_record() {
         }
     }
 }
+
+/// Arbitrary bytes, and logs with many random mutations, never make the
+/// reader panic in any mode.
+#[test]
+fn random_inputs_never_panic() {
+    let mut rng = Rng::new(600);
+    let base = write_log(&random_records(&mut rng, 40), How::default());
+    let modes = [
+        RecoveryMode::TolerateCorruptedTail,
+        RecoveryMode::AbsoluteConsistency,
+        RecoveryMode::PointInTime,
+        RecoveryMode::SkipAnyCorrupted,
+    ];
+    for round in 0..200 * iters() {
+        let data = if round % 2 == 0 {
+            let len = rng.below(3 * BLOCK_SIZE);
+            rng.bytes(len)
+        } else {
+            let mut data = base.data.clone();
+            for _ in 0..1 + rng.below(20) {
+                let at = rng.below(data.len());
+                data[at] = rng.next_u64() as u8;
+            }
+            let keep = rng.below(data.len() + 1);
+            data.truncate(keep);
+            data
+        };
+        for mode in modes {
+            for is_last in [false, true] {
+                let read = read_log(&data, 1, is_last, mode);
+                let _ = read.result;
+            }
+        }
+    }
+}

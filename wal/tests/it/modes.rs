@@ -375,3 +375,23 @@ fn chunk_with_synced_to_beyond_its_offset_is_damage() {
         SegmentEnd::TornTail { offset: 41 }
     ));
 }
+
+/// SkipAnyCorrupted drops a broken fragment sequence but keeps the verified
+/// chunks that follow it.
+#[test]
+fn skip_mode_resynchronizes_on_sequence_violations() {
+    let header = spec_chunk(4, 6, 0, &spec_header_payload(1, 1, 4));
+    let first = spec_chunk(4, 2, 0, b"f");
+    let mut data = header.clone();
+    data.extend(&first);
+    data.extend(spec_chunk(4, 1, 0, b"x"));
+    data.extend(spec_chunk(4, 4, 0, b"dangling"));
+    data.extend(spec_chunk(4, 1, 0, b"y"));
+    let read = read_log(&data, 4, true, SkipAnyCorrupted);
+    assert_eq!(read.records, [b"x".to_vec(), b"y".to_vec()]);
+    let offset = (header.len() + first.len()) as u64;
+    assert_eq!(read.summary().end, SegmentEnd::Salvaged { offset });
+    assert_eq!(read.summary().valid_end, data.len() as u64);
+    // The default mode stops at the first violation (a torn tail here).
+    assert!(recover(&data, 4).records.is_empty());
+}

@@ -144,6 +144,9 @@ fn golden_bytes_match_the_spec() {
     // The writer's `seal` writes SEAL with synced_to = 0 (nothing synced yet).
     want.extend(spec_chunk(42, 5, 0, &[]));
     assert_eq!(w.data, want);
+    // The example in FORMAT.md.
+    assert_eq!(w.ends, [44, 32834]);
+    assert_eq!(w.data.len(), 32845);
 }
 
 /// `synced_to` in each chunk header is the durable prefix when it was written.
