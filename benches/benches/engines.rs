@@ -7,12 +7,8 @@
 #[path = "../peers/fjall_peer.rs"]
 mod fjall_peer;
 
-use criterion::{
-    criterion_group, criterion_main, BenchmarkId, Criterion, SamplingMode, Throughput,
-};
-use stampkv_benches::{
-    fill, fill_sync, read, read_seq, shuffled, value_pool, BenchEngine, StampkvEngine,
-};
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, SamplingMode, Throughput};
+use stampkv_benches::{fill, fill_sync, read, read_seq, shuffled, value_pool, BenchEngine, StampkvEngine};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,10 +16,7 @@ use std::time::Duration;
 const ENGINES: [&str; 2] = ["stampkv", "fjall"];
 
 fn entries() -> u64 {
-    std::env::var("STAMPKV_BENCH_N")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1_000_000)
+    std::env::var("STAMPKV_BENCH_N").ok().and_then(|v| v.parse().ok()).unwrap_or(1_000_000)
 }
 
 fn open(engine: &str, dir: &Path) -> Arc<dyn BenchEngine> {
@@ -39,13 +32,8 @@ fn configure<'a>(
     elements: u64,
 ) -> criterion::BenchmarkGroup<'a, criterion::measurement::WallTime> {
     let mut group = c.benchmark_group(name);
-    group
-        .sample_size(10)
-        .sampling_mode(SamplingMode::Flat)
-        .warm_up_time(Duration::from_millis(1));
-    group
-        .measurement_time(Duration::from_secs(20))
-        .throughput(Throughput::Elements(elements));
+    group.sample_size(10).sampling_mode(SamplingMode::Flat).warm_up_time(Duration::from_millis(1));
+    group.measurement_time(Duration::from_secs(20)).throughput(Throughput::Elements(elements));
     group
 }
 

@@ -24,15 +24,8 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
-const WORKLOADS: [&str; 7] = [
-    "fillseq",
-    "fillrandom",
-    "overwrite",
-    "readrandom",
-    "readseq",
-    "fillsync_1",
-    "fillsync_8",
-];
+const WORKLOADS: [&str; 7] =
+    ["fillseq", "fillrandom", "overwrite", "readrandom", "readseq", "fillsync_1", "fillsync_8"];
 
 struct Args {
     num: u64,
@@ -107,16 +100,10 @@ fn child(engine: &str, args: &Args) {
         let elapsed = read_seq(&*db, n as usize);
         println!("RESULT readseq {}", rate(n, elapsed));
         let logical = n * (KEY_BYTES + VALUE_BYTES) as u64;
-        println!(
-            "INFO space_amplification {:.2}",
-            dir_bytes(&random_dir) as f64 / logical as f64
-        );
+        println!("INFO space_amplification {:.2}", dir_bytes(&random_dir) as f64 / logical as f64);
         println!("INFO report {}", db.report());
     }
-    println!(
-        "INFO peak_rss_mib {:.0}",
-        peak_rss_bytes().unwrap_or(0) as f64 / (1 << 20) as f64
-    );
+    println!("INFO peak_rss_mib {:.0}", peak_rss_bytes().unwrap_or(0) as f64 / (1 << 20) as f64);
 }
 
 fn median(values: &mut [f64]) -> f64 {
@@ -147,11 +134,7 @@ fn main() {
                 ])
                 .output()
                 .expect("run child");
-            assert!(
-                output.status.success(),
-                "{engine} failed: {}",
-                String::from_utf8_lossy(&output.stderr)
-            );
+            assert!(output.status.success(), "{engine} failed: {}", String::from_utf8_lossy(&output.stderr));
             for line in String::from_utf8_lossy(&output.stdout).lines() {
                 let mut parts = line.splitn(3, ' ');
                 match (parts.next(), parts.next(), parts.next()) {
@@ -180,9 +163,7 @@ fn main() {
         print!("{workload:<12}");
         let mut medians = Vec::new();
         for engine in &args.engines {
-            let m = results
-                .get_mut(&(engine.clone(), workload.to_owned()))
-                .map_or(0.0, |v| median(v));
+            let m = results.get_mut(&(engine.clone(), workload.to_owned())).map_or(0.0, |v| median(v));
             medians.push(m);
             print!("{m:>12.0}/s");
         }

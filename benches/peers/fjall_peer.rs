@@ -13,9 +13,7 @@ pub struct FjallEngine {
 impl FjallEngine {
     pub fn open(dir: &Path) -> Self {
         let db = Database::builder(dir).open().expect("open fjall");
-        let items = db
-            .keyspace("items", KeyspaceCreateOptions::default)
-            .expect("keyspace");
+        let items = db.keyspace("items", KeyspaceCreateOptions::default).expect("keyspace");
         FjallEngine { db, items }
     }
 }

@@ -111,12 +111,7 @@ pub fn read_seq(engine: &dyn BenchEngine, expected: usize) -> Duration {
 }
 
 /// `total` durable single-key commits spread over `threads` writers.
-pub fn fill_sync(
-    engine: &Arc<dyn BenchEngine>,
-    total: u64,
-    threads: u64,
-    pool: &Arc<Vec<u8>>,
-) -> Duration {
+pub fn fill_sync(engine: &Arc<dyn BenchEngine>, total: u64, threads: u64, pool: &Arc<Vec<u8>>) -> Duration {
     let start = Instant::now();
     let handles: Vec<_> = (0..threads)
         .map(|t| {
@@ -146,13 +141,8 @@ impl StampkvEngine {
     /// Opens a database in `dir`: default options, commits handed to the OS without an
     /// fsync (like fjall's default), except `put_durable`, which syncs.
     pub fn open(dir: &Path) -> Self {
-        let options = Options {
-            sync_mode: SyncMode::Buffered,
-            ..Options::default()
-        };
-        StampkvEngine {
-            db: Db::open(dir, options).expect("open stampkv"),
-        }
+        let options = Options { sync_mode: SyncMode::Buffered, ..Options::default() };
+        StampkvEngine { db: Db::open(dir, options).expect("open stampkv") }
     }
 }
 

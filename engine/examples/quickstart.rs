@@ -9,9 +9,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let temporary = std::env::temp_dir().join(format!("stampkv-quickstart-{}", std::process::id()));
-    let dir = std::env::args()
-        .nth(1)
-        .map_or(temporary.clone(), Into::into);
+    let dir = std::env::args().nth(1).map_or(temporary.clone(), Into::into);
     println!("database directory: {}", dir.display());
 
     let db = Db::open(&dir, Options::default())?;
@@ -29,10 +27,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     db.delete(b"user/0003")?;
 
     println!("now:      user/0002 = {:?}", text(db.get(b"user/0002")?));
-    println!(
-        "snapshot: user/0002 = {:?}",
-        text(snapshot.get(b"user/0002")?)
-    );
+    println!("snapshot: user/0002 = {:?}", text(snapshot.get(b"user/0002")?));
 
     println!("users, forward:");
     for entry in db.range(b"user/".as_slice()..b"user0".as_slice()) {
@@ -45,16 +40,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
     }
     println!("users, backward, as of the snapshot:");
-    for entry in snapshot
-        .range(b"user/".as_slice()..b"user0".as_slice())
-        .rev()
-    {
+    for entry in snapshot.range(b"user/".as_slice()..b"user0".as_slice()).rev() {
         let entry = entry?;
-        println!(
-            "  {} = {}",
-            String::from_utf8_lossy(&entry.key),
-            String::from_utf8_lossy(&entry.value)
-        );
+        println!("  {} = {}", String::from_utf8_lossy(&entry.key), String::from_utf8_lossy(&entry.value));
     }
     drop(snapshot);
 
@@ -89,10 +77,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Everything is still there after a reopen.
     let db = Db::open(&dir, Options::default())?;
     let items = db.range(b"item/".as_slice()..b"item0".as_slice()).count();
-    println!(
-        "after reopen: {items} items, user/0001 = {:?}",
-        text(db.get(b"user/0001")?)
-    );
+    println!("after reopen: {items} items, user/0001 = {:?}", text(db.get(b"user/0001")?));
     assert_eq!(items, 50_000);
     db.close()?;
     if dir == temporary {

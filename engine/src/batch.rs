@@ -24,9 +24,7 @@ pub struct WriteBatch {
 
 impl std::fmt::Debug for WriteBatch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WriteBatch")
-            .field("count", &self.count)
-            .finish_non_exhaustive()
+        f.debug_struct("WriteBatch").field("count", &self.count).finish_non_exhaustive()
     }
 }
 
@@ -50,22 +48,14 @@ pub struct BatchEntry<'a> {
 impl WriteBatch {
     /// An empty batch.
     pub fn new() -> Self {
-        WriteBatch {
-            rep: vec![0; HEADER_BYTES],
-            count: 0,
-            user_bytes: 0,
-        }
+        WriteBatch { rep: vec![0; HEADER_BYTES], count: 0, user_bytes: 0 }
     }
 
     /// An empty batch with room for about `bytes` of keys and values.
     pub fn with_capacity(bytes: usize) -> Self {
         let mut rep = Vec::with_capacity(HEADER_BYTES + bytes + 16);
         rep.resize(HEADER_BYTES, 0);
-        WriteBatch {
-            rep,
-            count: 0,
-            user_bytes: 0,
-        }
+        WriteBatch { rep, count: 0, user_bytes: 0 }
     }
 
     /// Sets `key` to `value`.
@@ -77,11 +67,7 @@ impl WriteBatch {
     /// Sets `key` to `value` until `expires_at_ms` (milliseconds on the engine's clock); from
     /// that instant on the entry reads as absent.
     pub fn put_expiring(&mut self, key: &[u8], value: &[u8], expires_at_ms: u64) -> &mut Self {
-        self.push(
-            EntryKind::PutExpiring,
-            key,
-            &[&expires_at_ms.to_le_bytes(), value],
-        );
+        self.push(EntryKind::PutExpiring, key, &[&expires_at_ms.to_le_bytes(), value]);
         self
     }
 
@@ -139,11 +125,8 @@ impl WriteBatch {
     /// The entries in the order they were added.
     pub fn iter(&self) -> impl Iterator<Item = BatchEntry<'_>> {
         // The representation was built by `push`, so decoding cannot fail.
-        EntryDecoder {
-            reader: Reader::new(&self.rep[HEADER_BYTES..]),
-            left: self.count,
-        }
-        .map_while(Result::ok)
+        EntryDecoder { reader: Reader::new(&self.rep[HEADER_BYTES..]), left: self.count }
+            .map_while(Result::ok)
     }
 }
 
@@ -166,11 +149,7 @@ pub(crate) fn decode(payload: &[u8]) -> Result<DecodedBatch<'_>, BadBatch> {
     if count as usize > reader.remaining() / 2 {
         return Err(BadBatch("batch entry count larger than the record"));
     }
-    let entries: Vec<_> = EntryDecoder {
-        reader,
-        left: count,
-    }
-    .collect::<Result<_, _>>()?;
+    let entries: Vec<_> = EntryDecoder { reader, left: count }.collect::<Result<_, _>>()?;
     Ok(DecodedBatch { seq, entries })
 }
 
@@ -228,12 +207,7 @@ pub(crate) fn effective_entries<'a>(entries: &[BatchEntry<'a>]) -> Vec<BatchEntr
             keep[pair[0]] = false;
         }
     }
-    entries
-        .iter()
-        .zip(keep)
-        .filter(|(_, k)| *k)
-        .map(|(e, _)| *e)
-        .collect()
+    entries.iter().zip(keep).filter(|(_, k)| *k).map(|(e, _)| *e).collect()
 }
 
 #[cfg(test)]
@@ -243,39 +217,22 @@ mod tests {
     #[test]
     fn batches_round_trip_through_their_encoding() {
         let mut batch = WriteBatch::new();
-        batch
-            .put(b"k1", b"v1")
-            .delete(b"k2")
-            .put_expiring(b"k3", b"v3", 99)
-            .put(b"", b"");
+        batch.put(b"k1", b"v1").delete(b"k2").put_expiring(b"k3", b"v3", 99).put(b"", b"");
         let payload = batch.encode_with_seq(42).to_vec();
         let decoded = decode(&payload).unwrap();
         assert_eq!(decoded.seq, 42);
         let expected: Vec<_> = batch.iter().collect();
         assert_eq!(decoded.entries, expected);
         assert_eq!(expected.len(), 4);
-        assert_eq!(
-            expected[1],
-            BatchEntry {
-                kind: EntryKind::Delete,
-                key: b"k2",
-                value: b""
-            }
-        );
-        assert_eq!(
-            crate::key::split_expiring(expected[2].value),
-            Some((99, &b"v3"[..]))
-        );
+        assert_eq!(expected[1], BatchEntry { kind: EntryKind::Delete, key: b"k2", value: b"" });
+        assert_eq!(crate::key::split_expiring(expected[2].value), Some((99, &b"v3"[..])));
         assert_eq!(batch.user_bytes(), 2 + 2 + 2 + 2 + 2);
     }
 
     #[test]
     fn every_truncation_or_garbage_is_rejected_without_panic() {
         let mut batch = WriteBatch::new();
-        batch
-            .put(b"key", b"value")
-            .delete(b"gone")
-            .put_expiring(b"e", b"x", 5);
+        batch.put(b"key", b"value").delete(b"gone").put_expiring(b"e", b"x", 5);
         let payload = batch.encode_with_seq(7).to_vec();
         for len in 0..payload.len() {
             assert!(decode(&payload[..len]).is_err(), "prefix {len} accepted");
@@ -293,12 +250,7 @@ mod tests {
     #[test]
     fn the_last_write_to_a_key_in_a_batch_wins() {
         let mut batch = WriteBatch::new();
-        batch
-            .put(b"a", b"1")
-            .put(b"b", b"2")
-            .delete(b"a")
-            .put(b"c", b"3")
-            .put(b"b", b"4");
+        batch.put(b"a", b"1").put(b"b", b"2").delete(b"a").put(b"c", b"3").put(b"b", b"4");
         let entries: Vec<_> = batch.iter().collect();
         let effective = effective_entries(&entries);
         let summary: Vec<_> = effective.iter().map(|e| (e.key, e.kind, e.value)).collect();

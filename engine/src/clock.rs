@@ -15,9 +15,7 @@ pub struct SystemClock;
 
 impl Clock for SystemClock {
     fn now_ms(&self) -> u64 {
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64)
+        SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
     }
 }
 
@@ -30,9 +28,7 @@ pub struct ManualClock {
 impl ManualClock {
     /// A clock reading `now_ms`.
     pub fn new(now_ms: u64) -> Self {
-        ManualClock {
-            now_ms: AtomicU64::new(now_ms),
-        }
+        ManualClock { now_ms: AtomicU64::new(now_ms) }
     }
     /// Sets the time.
     pub fn set(&self, now_ms: u64) {

@@ -46,10 +46,7 @@ pub enum Error {
 
 impl Error {
     pub(crate) fn io(context: impl Into<String>, source: io::Error) -> Self {
-        Error::Io {
-            context: context.into(),
-            source,
-        }
+        Error::Io { context: context.into(), source }
     }
 
     pub(crate) fn corruption(
@@ -57,11 +54,7 @@ impl Error {
         offset: Option<u64>,
         reason: impl Into<String>,
     ) -> Self {
-        Error::Corruption {
-            file: file.into(),
-            offset,
-            reason: reason.into(),
-        }
+        Error::Corruption { file: file.into(), offset, reason: reason.into() }
     }
 
     /// Whether this is a corruption error.
@@ -74,29 +67,17 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::Io { context, source } => write!(f, "I/O error while {context}: {source}"),
-            Error::Corruption {
-                file,
-                offset: Some(offset),
-                reason,
-            } => {
+            Error::Corruption { file, offset: Some(offset), reason } => {
                 write!(f, "corruption in {file} at offset {offset}: {reason}")
             }
-            Error::Corruption {
-                file,
-                offset: None,
-                reason,
-            } => write!(f, "corruption in {file}: {reason}"),
+            Error::Corruption { file, offset: None, reason } => write!(f, "corruption in {file}: {reason}"),
             Error::Unsupported(what) => write!(f, "unsupported format: {what}"),
-            Error::Locked { path } => write!(
-                f,
-                "database {path} is already open (its LOCK is held by this or another process)"
-            ),
+            Error::Locked { path } => {
+                write!(f, "database {path} is already open (its LOCK is held by this or another process)")
+            }
             Error::InvalidArgument(what) => write!(f, "invalid argument: {what}"),
             Error::Poisoned { reason } => {
-                write!(
-                    f,
-                    "database refuses writes after an earlier failure: {reason}"
-                )
+                write!(f, "database refuses writes after an earlier failure: {reason}")
             }
             Error::Closed => write!(f, "database is closed"),
         }
@@ -116,19 +97,11 @@ impl From<stampkv_wal::WalError> for Error {
     fn from(e: stampkv_wal::WalError) -> Self {
         use stampkv_wal::WalError;
         match e {
-            WalError::Corruption {
-                file,
-                offset,
-                reason,
-            } => Error::Corruption {
-                file,
-                offset: Some(offset),
-                reason,
-            },
+            WalError::Corruption { file, offset, reason } => {
+                Error::Corruption { file, offset: Some(offset), reason }
+            }
             WalError::Io(source) => Error::io("writing the write-ahead log", source),
-            WalError::Poisoned => Error::Poisoned {
-                reason: "the write-ahead log failed earlier".into(),
-            },
+            WalError::Poisoned => Error::Poisoned { reason: "the write-ahead log failed earlier".into() },
             WalError::Closed => Error::Closed,
             e @ (WalError::RecordTooLarge { .. } | WalError::SegmentFull { .. }) => {
                 Error::InvalidArgument(e.to_string())
@@ -142,15 +115,9 @@ impl From<stampkv_sstable::TableError> for Error {
     fn from(e: stampkv_sstable::TableError) -> Self {
         use stampkv_sstable::TableError;
         match e {
-            TableError::Corruption {
-                file,
-                offset,
-                reason,
-            } => Error::Corruption {
-                file,
-                offset: Some(offset),
-                reason,
-            },
+            TableError::Corruption { file, offset, reason } => {
+                Error::Corruption { file, offset: Some(offset), reason }
+            }
             TableError::Io(source) => Error::io("reading a table", source),
             other => Error::Unsupported(other.to_string()),
         }

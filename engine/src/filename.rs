@@ -96,21 +96,11 @@ mod tests {
         let dir = Path::new("/db");
         let name = |p: PathBuf| p.file_name().unwrap().to_str().unwrap().to_owned();
         assert_eq!(parse(&name(wal_path(dir, 7))), Some(FileKind::Wal(7)));
-        assert_eq!(
-            parse(&name(table_path(dir, 1_234_567))),
-            Some(FileKind::Table(1_234_567))
-        );
+        assert_eq!(parse(&name(table_path(dir, 1_234_567))), Some(FileKind::Table(1_234_567)));
         assert_eq!(parse(&manifest_name(3)), Some(FileKind::Manifest(3)));
         assert_eq!(parse(&name(temp_path(dir, 9))), Some(FileKind::Temp(9)));
         assert_eq!(parse("CURRENT"), Some(FileKind::Current));
-        for foreign in [
-            "notes.txt",
-            "12.log.bak",
-            "-1.sst",
-            "MANIFEST-",
-            "x.log",
-            "+5.log",
-        ] {
+        for foreign in ["notes.txt", "12.log.bak", "-1.sst", "MANIFEST-", "x.log", "+5.log"] {
             assert_eq!(parse(foreign), None, "{foreign}");
         }
     }

@@ -67,8 +67,7 @@ impl Memtable {
     pub fn apply<'a>(&self, seq: u64, entries: impl IntoIterator<Item = BatchEntry<'a>>) {
         for entry in entries {
             self.bloom.insert(hash_key(entry.key));
-            self.list
-                .insert(entry.key, key::trailer(seq, entry.kind), entry.value);
+            self.list.insert(entry.key, key::trailer(seq, entry.kind), entry.value);
         }
         self.max_seq.fetch_max(seq, Ordering::Release);
     }
@@ -77,8 +76,7 @@ impl Memtable {
     pub fn insert(&self, user_key: &[u8], trailer: u64, value: &[u8]) {
         self.bloom.insert(hash_key(user_key));
         self.list.insert(user_key, trailer, value);
-        self.max_seq
-            .fetch_max(key::trailer_seq(trailer), Ordering::Release);
+        self.max_seq.fetch_max(key::trailer_seq(trailer), Ordering::Release);
     }
 
     /// The newest version of `user_key` with a sequence number <= `seq`.
@@ -89,10 +87,7 @@ impl Memtable {
         let mut cursor = self.list.cursor();
         cursor.seek(user_key, key::seek_trailer(seq));
         if cursor.valid() && cursor.user_key() == user_key {
-            return Some(Found {
-                trailer: cursor.trailer(),
-                value: cursor.value().to_vec(),
-            });
+            return Some(Found { trailer: cursor.trailer(), value: cursor.value().to_vec() });
         }
         None
     }
@@ -143,10 +138,7 @@ impl MemtableIter {
         // dropped first, and the `Arc` target never moves). The 'static lifetime never
         // escapes: every accessor below shortens it to a borrow of `self`.
         let list: &'static SkipList = unsafe { &*std::ptr::from_ref(&table.list) };
-        MemtableIter {
-            cursor: list.cursor(),
-            _table: table,
-        }
+        MemtableIter { cursor: list.cursor(), _table: table }
     }
 }
 

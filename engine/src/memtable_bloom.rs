@@ -40,13 +40,8 @@ impl MemtableBloom {
     /// A filter of about `bits` bits (at least one block).
     pub fn new(bits: usize) -> Self {
         let block_count = bits.div_ceil(WORDS_PER_BLOCK * 64).max(1);
-        let words = (0..block_count * WORDS_PER_BLOCK)
-            .map(|_| AtomicU64::new(0))
-            .collect();
-        MemtableBloom {
-            words,
-            block_count: block_count as u64,
-        }
+        let words = (0..block_count * WORDS_PER_BLOCK).map(|_| AtomicU64::new(0)).collect();
+        MemtableBloom { words, block_count: block_count as u64 }
     }
 
     fn probes(&self, hash: u64) -> impl Iterator<Item = (usize, u64)> {
@@ -71,8 +66,7 @@ impl MemtableBloom {
 
     /// False means the key was certainly never inserted.
     pub fn may_contain(&self, hash: u64) -> bool {
-        self.probes(hash)
-            .all(|(word, mask)| self.words[word].load(Ordering::Relaxed) & mask != 0)
+        self.probes(hash).all(|(word, mask)| self.words[word].load(Ordering::Relaxed) & mask != 0)
     }
 
     /// Bytes of memory used.
@@ -94,13 +88,9 @@ mod tests {
         for i in 0..10_000u32 {
             assert!(bloom.may_contain(hash_key(format!("key-{i}").as_bytes())));
         }
-        let false_positives = (0..10_000u32)
-            .filter(|i| bloom.may_contain(hash_key(format!("other-{i}").as_bytes())))
-            .count();
-        assert!(
-            false_positives < 300,
-            "{false_positives} false positives in 10000"
-        );
+        let false_positives =
+            (0..10_000u32).filter(|i| bloom.may_contain(hash_key(format!("other-{i}").as_bytes()))).count();
+        assert!(false_positives < 300, "{false_positives} false positives in 10000");
     }
 
     #[test]

@@ -116,11 +116,7 @@ impl Options {
         Options {
             write_buffer_size: 4 << 10,
             wal_preallocate_bytes: 8 << 10,
-            table: TableOptions {
-                block_size: 256,
-                restart_interval: 4,
-                bloom_bits_per_key: 10,
-            },
+            table: TableOptions { block_size: 256, restart_interval: 4, bloom_bits_per_key: 10 },
             block_cache_bytes: 64 << 10,
             l0_compaction_trigger: 2,
             l0_slowdown_trigger: 6,
@@ -148,14 +144,9 @@ impl Options {
             && self.l0_compaction_trigger <= self.l0_slowdown_trigger
             && self.l0_slowdown_trigger <= self.l0_stop_trigger)
         {
-            return Err(
-                "need 1 <= l0_compaction_trigger <= l0_slowdown_trigger <= l0_stop_trigger".into(),
-            );
+            return Err("need 1 <= l0_compaction_trigger <= l0_slowdown_trigger <= l0_stop_trigger".into());
         }
-        if self.level_size_ratio < 2
-            || self.target_file_size < 1024
-            || self.level1_target_bytes < 1024
-        {
+        if self.level_size_ratio < 2 || self.target_file_size < 1024 || self.level1_target_bytes < 1024 {
             return Err("level sizes are too small".into());
         }
         if self.table.block_size < 64 || self.table.restart_interval == 0 {

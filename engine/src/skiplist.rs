@@ -53,10 +53,7 @@ enum Chunk {
     /// chunk keep their provenance while the chunk list grows.
     Heap(*mut [u64]),
     /// An anonymous mapping (page aligned, zero filled), held only to keep it mapped.
-    Mapped(
-        #[expect(dead_code, reason = "owned so the mapping lives as long as the arena")]
-        memmap2::MmapMut,
-    ),
+    Mapped(#[expect(dead_code, reason = "owned so the mapping lives as long as the arena")] memmap2::MmapMut),
 }
 
 /// Bump allocator over large chunks; chunks live until the arena is dropped.
@@ -70,12 +67,7 @@ struct Arena {
 impl Arena {
     fn new(chunk_bytes: usize) -> Self {
         let chunk_bytes = chunk_bytes.clamp(4096, 8 << 20).next_multiple_of(ALIGN);
-        Arena {
-            chunks: Vec::new(),
-            cursor: ptr::null_mut(),
-            left_bytes: 0,
-            chunk_bytes,
-        }
+        Arena { chunks: Vec::new(), cursor: ptr::null_mut(), left_bytes: 0, chunk_bytes }
     }
 
     /// Returns `bytes` of zeroed, 8-byte aligned memory valid until the arena drops.
@@ -156,10 +148,7 @@ impl SkipList {
         SkipList {
             head,
             max_height: AtomicUsize::new(1),
-            writer: Mutex::new(WriterState {
-                arena,
-                rng: 0x2545_F491_4F6C_DD1D,
-            }),
+            writer: Mutex::new(WriterState { arena, rng: 0x2545_F491_4F6C_DD1D }),
             memory_bytes: AtomicUsize::new(0),
             len: AtomicUsize::new(0),
         }
@@ -234,16 +223,10 @@ impl SkipList {
         }
         let node = Self::alloc_node(&mut writer.arena, height, user_key, trailer, value);
         for (level, pred) in preds.iter().enumerate().take(height) {
-            link(node, level).store(
-                link(*pred, level).load(AtomicOrdering::Relaxed),
-                AtomicOrdering::Relaxed,
-            );
+            link(node, level)
+                .store(link(*pred, level).load(AtomicOrdering::Relaxed), AtomicOrdering::Relaxed);
         }
-        let pred0 = if preds[0] == self.head {
-            ptr::null_mut()
-        } else {
-            preds[0]
-        };
+        let pred0 = if preds[0] == self.head { ptr::null_mut() } else { preds[0] };
         // SAFETY: `node` is initialised and not yet reachable by readers.
         unsafe { (*node).prev.store(pred0, AtomicOrdering::Relaxed) };
         for (level, pred) in preds.iter().enumerate().take(height) {
@@ -310,10 +293,7 @@ impl SkipList {
 
     /// A cursor over this list. The caller keeps the list alive while using it.
     pub fn cursor(&self) -> Cursor<'_> {
-        Cursor {
-            list: self,
-            node: ptr::null_mut(),
-        }
+        Cursor { list: self, node: ptr::null_mut() }
     }
 }
 
@@ -325,10 +305,7 @@ fn link<'a>(node: *const NodeHeader, level: usize) -> &'a AtomicPtr<NodeHeader> 
     // arena outlives every borrow because the list outlives its cursors.
     unsafe {
         debug_assert!(level < (*node).height as usize);
-        &*node
-            .cast::<u8>()
-            .add(HEADER_BYTES + level * LINK_BYTES)
-            .cast::<AtomicPtr<NodeHeader>>()
+        &*node.cast::<u8>().add(HEADER_BYTES + level * LINK_BYTES).cast::<AtomicPtr<NodeHeader>>()
     }
 }
 
@@ -349,9 +326,7 @@ fn node_value<'a>(node: *const NodeHeader) -> &'a [u8] {
     unsafe {
         let height = (*node).height as usize;
         let key_len = (*node).key_len as usize;
-        let data = node
-            .cast::<u8>()
-            .add(HEADER_BYTES + height * LINK_BYTES + key_len);
+        let data = node.cast::<u8>().add(HEADER_BYTES + height * LINK_BYTES + key_len);
         std::slice::from_raw_parts(data, (*node).value_len as usize)
     }
 }
@@ -470,9 +445,7 @@ mod tests {
         let mut rng = 7u64;
         let count = if cfg!(miri) { 60 } else { 3000 };
         for i in 0..count {
-            rng = rng
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
+            rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
             let key = format!("k{:03}", (rng >> 33) % 200).into_bytes();
             let t = trailer(i, EntryKind::Put);
             list.insert(&key, t, format!("v{i}").as_bytes());
@@ -502,18 +475,12 @@ mod tests {
         list.insert(b"c", trailer(2, EntryKind::Delete), b"");
         let mut c = list.cursor();
         c.seek(b"b", key::seek_trailer(6));
-        assert_eq!(
-            (c.user_key(), key::trailer_seq(c.trailer())),
-            (&b"b"[..], 5)
-        );
+        assert_eq!((c.user_key(), key::trailer_seq(c.trailer())), (&b"b"[..], 5));
         assert_eq!(c.value(), &5u64.to_le_bytes());
         c.seek(b"b", key::seek_trailer(2));
         assert_eq!(c.user_key(), b"c");
         c.seek_for_prev(b"b", key::seek_trailer(6));
-        assert_eq!(
-            (c.user_key(), key::trailer_seq(c.trailer())),
-            (&b"b"[..], 9)
-        );
+        assert_eq!((c.user_key(), key::trailer_seq(c.trailer())), (&b"b"[..], 9));
         c.seek_for_prev(b"a", 0);
         assert_eq!(c.user_key(), b"a");
         c.seek_for_prev(b"", 0);
@@ -553,10 +520,7 @@ mod tests {
                             assert_eq!(ord, Ordering::Less);
                         }
                         for (k, t) in &entries {
-                            assert_eq!(
-                                k,
-                                format!("{:08}", key::trailer_seq(*t) * 7919 % total).as_bytes()
-                            );
+                            assert_eq!(k, format!("{:08}", key::trailer_seq(*t) * 7919 % total).as_bytes());
                         }
                         scans += 1;
                     }

@@ -100,8 +100,7 @@ impl Stats {
         if self.user_bytes_written == 0 {
             return 0.0;
         }
-        let device =
-            self.wal_bytes_written + self.flush_bytes_written + self.compaction_bytes_written;
+        let device = self.wal_bytes_written + self.flush_bytes_written + self.compaction_bytes_written;
         device as f64 / self.user_bytes_written as f64
     }
 }

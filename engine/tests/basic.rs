@@ -4,16 +4,13 @@ mod common;
 
 use stampkv_engine::fs::{CrashPolicy, Fs, MemFs};
 use stampkv_engine::{
-    BackgroundMode, Db, Entry, Error, ManualClock, Options, RecoveryMode, SyncMode, WriteBatch,
-    WriteOptions,
+    BackgroundMode, Db, Entry, Error, ManualClock, Options, RecoveryMode, SyncMode, WriteBatch, WriteOptions,
 };
 use std::path::Path;
 use std::sync::Arc;
 
 fn collect(iter: impl Iterator<Item = stampkv_engine::Result<Entry>>) -> Vec<(Vec<u8>, Vec<u8>)> {
-    iter.map(|e| e.expect("read"))
-        .map(|e| (e.key, e.value))
-        .collect()
+    iter.map(|e| e.expect("read")).map(|e| (e.key, e.value)).collect()
 }
 
 fn kv(k: &str, v: &str) -> (Vec<u8>, Vec<u8>) {
@@ -21,10 +18,7 @@ fn kv(k: &str, v: &str) -> (Vec<u8>, Vec<u8>) {
 }
 
 fn tiny_inline() -> Options {
-    Options {
-        background: BackgroundMode::Inline,
-        ..Options::tiny_for_tests()
-    }
+    Options { background: BackgroundMode::Inline, ..Options::tiny_for_tests() }
 }
 
 #[test]
@@ -47,12 +41,7 @@ fn puts_overwrites_and_deletes_are_read_back() {
 fn a_batch_shares_one_sequence_number_and_the_last_write_to_a_key_wins() {
     let db = Db::open_in_memory(Options::default()).unwrap();
     let mut batch = WriteBatch::new();
-    batch
-        .put(b"x", b"1")
-        .put(b"y", b"2")
-        .delete(b"x")
-        .put(b"z", b"3")
-        .put(b"y", b"4");
+    batch.put(b"x", b"1").put(b"y", b"2").delete(b"x").put(b"z", b"3").put(b"y", b"4");
     let seq = db.write(batch).unwrap();
     assert_eq!(db.get(b"x").unwrap(), None);
     let entries: Vec<Entry> = db.iter().map(Result::unwrap).collect();
@@ -71,78 +60,45 @@ fn empty_commits_use_a_sequence_number_that_survives_restarts() {
     let crashed = fs.crash_clone(CrashPolicy::DropAll);
     drop(db);
     let db = Db::open_with_fs(Arc::new(crashed), "/db", Options::default()).unwrap();
-    assert_eq!(
-        db.last_sequence(),
-        second,
-        "synced empty commits are durable"
-    );
+    assert_eq!(db.last_sequence(), second, "synced empty commits are durable");
     assert!(db.write(WriteBatch::new()).unwrap() > second);
 }
 
 #[test]
 fn ranges_respect_bounds_in_both_directions_across_memtables_and_levels() {
-    let options = Options {
-        sync_mode: SyncMode::Buffered,
-        ..tiny_inline()
-    };
+    let options = Options { sync_mode: SyncMode::Buffered, ..tiny_inline() };
     let db = Db::open_in_memory(options).unwrap();
     for i in 0..3000u32 {
-        db.put(
-            format!("key{i:04}").as_bytes(),
-            format!("value-{i:020}").as_bytes(),
-        )
-        .unwrap();
+        db.put(format!("key{i:04}").as_bytes(), format!("value-{i:020}").as_bytes()).unwrap();
         if i % 3 == 0 {
             db.delete(format!("key{:04}", i / 2).as_bytes()).unwrap();
         }
     }
     let stats = db.stats();
-    assert!(
-        stats.files_per_level.iter().sum::<usize>() > 1,
-        "data spread over tables: {stats:?}"
-    );
+    assert!(stats.files_per_level.iter().sum::<usize>() > 1, "data spread over tables: {stats:?}");
     let all: Vec<_> = collect(db.iter());
     let lo = b"key1100".as_slice();
     let hi = b"key2200".as_slice();
-    let inside: Vec<_> = all
-        .iter()
-        .filter(|(k, _)| k.as_slice() >= lo && k.as_slice() < hi)
-        .cloned()
-        .collect();
+    let inside: Vec<_> =
+        all.iter().filter(|(k, _)| k.as_slice() >= lo && k.as_slice() < hi).cloned().collect();
     assert!(!inside.is_empty());
     assert_eq!(collect(db.range(lo..hi)), inside);
     let mut rev = collect(db.range(lo..hi).rev());
     rev.reverse();
     assert_eq!(rev, inside);
-    let inclusive: Vec<_> = all
-        .iter()
-        .filter(|(k, _)| k.as_slice() >= lo && k.as_slice() <= hi)
-        .cloned()
-        .collect();
+    let inclusive: Vec<_> =
+        all.iter().filter(|(k, _)| k.as_slice() >= lo && k.as_slice() <= hi).cloned().collect();
     assert_eq!(collect(db.range(lo..=hi)), inclusive);
-    assert_eq!(
-        collect(db.range(..lo)).len(),
-        all.iter().filter(|(k, _)| k.as_slice() < lo).count()
-    );
-    assert_eq!(
-        collect(db.range(hi..)).len(),
-        all.iter().filter(|(k, _)| k.as_slice() >= hi).count()
-    );
+    assert_eq!(collect(db.range(..lo)).len(), all.iter().filter(|(k, _)| k.as_slice() < lo).count());
+    assert_eq!(collect(db.range(hi..)).len(), all.iter().filter(|(k, _)| k.as_slice() >= hi).count());
     // Alternating ends meet exactly once.
     let mut iter = db.range(lo..hi);
     let mut seen = Vec::new();
-    while let Some(e) = if seen.len() % 2 == 0 {
-        iter.next()
-    } else {
-        iter.next_back()
-    } {
+    while let Some(e) = if seen.len() % 2 == 0 { iter.next() } else { iter.next_back() } {
         seen.push(e.unwrap().key);
     }
     seen.sort();
-    assert_eq!(
-        seen,
-        inside.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>()
-    );
+    assert_eq!(seen, inside.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>());
 }
 
 #[test]
@@ -174,15 +130,11 @@ fn snapshots_keep_their_view_through_overwrites_flushes_and_compactions() {
 #[test]
 fn data_survives_close_and_reopen_on_disk() {
     let dir = tempfile::tempdir().unwrap();
-    let options = Options {
-        sync_mode: SyncMode::Buffered,
-        ..Options::tiny_for_tests()
-    };
+    let options = Options { sync_mode: SyncMode::Buffered, ..Options::tiny_for_tests() };
     {
         let db = Db::open(dir.path(), options.clone()).unwrap();
         for i in 0..500u32 {
-            db.put(format!("k{i:04}").as_bytes(), &i.to_le_bytes())
-                .unwrap();
+            db.put(format!("k{i:04}").as_bytes(), &i.to_le_bytes()).unwrap();
         }
         db.delete(b"k0007").unwrap();
         db.flush().unwrap();
@@ -191,14 +143,8 @@ fn data_survives_close_and_reopen_on_disk() {
     }
     let db = Db::open(dir.path(), options).unwrap();
     assert_eq!(db.get(b"k0007").unwrap(), None);
-    assert_eq!(
-        db.get(b"k0499").unwrap(),
-        Some(499u32.to_le_bytes().to_vec())
-    );
-    assert_eq!(
-        db.get(b"after-flush").unwrap(),
-        Some(b"in the wal only".to_vec())
-    );
+    assert_eq!(db.get(b"k0499").unwrap(), Some(499u32.to_le_bytes().to_vec()));
+    assert_eq!(db.get(b"after-flush").unwrap(), Some(b"in the wal only".to_vec()));
     assert_eq!(collect(db.iter()).len(), 500);
 }
 
@@ -216,10 +162,7 @@ fn a_second_open_of_the_same_directory_fails_clearly() {
 #[test]
 fn expired_entries_vanish_at_their_deadline_and_compaction_removes_them() {
     let clock = Arc::new(ManualClock::new(10_000));
-    let options = Options {
-        clock: clock.clone(),
-        ..tiny_inline()
-    };
+    let options = Options { clock: clock.clone(), ..tiny_inline() };
     let db = Db::open_in_memory(options).unwrap();
     let mut batch = WriteBatch::new();
     for i in 0..300u32 {
@@ -238,11 +181,7 @@ fn expired_entries_vanish_at_their_deadline_and_compaction_removes_them() {
     let stats = db.stats();
     let usage = db.space_usage().unwrap();
     assert_eq!(usage.live_entries, 1);
-    assert!(
-        stats.table_bytes < 2_000,
-        "expired values still on disk: {} bytes",
-        stats.table_bytes
-    );
+    assert!(stats.table_bytes < 2_000, "expired values still on disk: {} bytes", stats.table_bytes);
 }
 
 #[test]
@@ -261,33 +200,21 @@ fn write_with_sees_the_latest_state_and_an_error_commits_nothing() {
     assert_eq!(old, 5);
     assert_eq!(db.get_entry(b"counter").unwrap().unwrap().seq, seq);
     let before = db.last_sequence();
-    let refused: Result<(u64, ()), Error> = db.write_with(WriteOptions::default(), |_| {
-        Err(Error::InvalidArgument("check failed".into()))
-    });
+    let refused: Result<(u64, ()), Error> =
+        db.write_with(WriteOptions::default(), |_| Err(Error::InvalidArgument("check failed".into())));
     assert!(refused.is_err());
-    assert_eq!(
-        db.last_sequence(),
-        before,
-        "a refused commit uses no sequence number"
-    );
-    assert_eq!(
-        db.get(b"counter").unwrap(),
-        Some(6u64.to_le_bytes().to_vec())
-    );
+    assert_eq!(db.last_sequence(), before, "a refused commit uses no sequence number");
+    assert_eq!(db.get(b"counter").unwrap(), Some(6u64.to_le_bytes().to_vec()));
 }
 
 #[test]
 fn a_damaged_table_is_reported_as_corruption_never_as_data() {
     let dir = tempfile::tempdir().unwrap();
-    let options = Options {
-        block_cache_bytes: 0,
-        ..Options::tiny_for_tests()
-    };
+    let options = Options { block_cache_bytes: 0, ..Options::tiny_for_tests() };
     {
         let db = Db::open(dir.path(), options.clone()).unwrap();
         for i in 0..300u32 {
-            db.put(format!("k{i:04}").as_bytes(), &[i as u8; 50])
-                .unwrap();
+            db.put(format!("k{i:04}").as_bytes(), &[i as u8; 50]).unwrap();
         }
         db.compact().unwrap();
         db.close().unwrap();
@@ -313,10 +240,7 @@ fn a_damaged_table_is_reported_as_corruption_never_as_data() {
             }
             Err(e) => {
                 assert!(e.is_corruption(), "{e}");
-                assert!(
-                    e.to_string().contains(".sst"),
-                    "the error names the file: {e}"
-                );
+                assert!(e.to_string().contains(".sst"), "the error names the file: {e}");
                 saw_error = true;
             }
         }
@@ -326,21 +250,13 @@ fn a_damaged_table_is_reported_as_corruption_never_as_data() {
 
 /// Writes `count` synced single-key commits and returns the WAL segment's path.
 fn synced_wal(fs: &MemFs, count: u32) -> std::path::PathBuf {
-    let options = Options {
-        wal_preallocate_bytes: 0,
-        ..Options::default()
-    };
+    let options = Options { wal_preallocate_bytes: 0, ..Options::default() };
     let db = Db::open_with_fs(Arc::new(fs.clone()), "/w", options).unwrap();
     for i in 0..count {
         db.put(format!("k{i:03}").as_bytes(), &[1; 200]).unwrap();
     }
     std::mem::forget(db); // no clean close: keep the log as a crash leaves it
-    let name = fs
-        .list(Path::new("/w"))
-        .unwrap()
-        .into_iter()
-        .find(|n| n.ends_with(".log"))
-        .unwrap();
+    let name = fs.list(Path::new("/w")).unwrap().into_iter().find(|n| n.ends_with(".log")).unwrap();
     Path::new("/w").join(name)
 }
 
@@ -353,17 +269,10 @@ fn damage_inside_synced_wal_data_fails_the_open_unless_salvage_is_asked_for() {
     let err = Db::open_with_fs(Arc::new(crashed.clone()), "/w", Options::default()).unwrap_err();
     assert!(err.is_corruption(), "{err}");
     assert!(err.to_string().contains(".log"), "{err}");
-    let salvage = Options {
-        wal_recovery_mode: RecoveryMode::PointInTime,
-        ..Options::default()
-    };
+    let salvage = Options { wal_recovery_mode: RecoveryMode::PointInTime, ..Options::default() };
     let db = Db::open_with_fs(Arc::new(crashed), "/w", salvage).unwrap();
     let recovered = collect(db.iter());
-    assert!(
-        !recovered.is_empty() && recovered.len() < 50,
-        "a prefix: {}",
-        recovered.len()
-    );
+    assert!(!recovered.is_empty() && recovered.len() < 50, "a prefix: {}", recovered.len());
     for (i, (key, _)) in recovered.iter().enumerate() {
         assert_eq!(key, format!("k{i:03}").as_bytes(), "no hole");
     }
@@ -387,39 +296,17 @@ fn a_torn_wal_tail_is_dropped_silently() {
 fn orphan_files_are_removed_at_open() {
     let fs = MemFs::new();
     let dir = Path::new("/o");
-    Db::open_with_fs(Arc::new(fs.clone()), dir, Options::default())
-        .unwrap()
-        .close()
-        .unwrap();
-    for orphan in [
-        "999990.sst",
-        "999991.dbtmp",
-        "MANIFEST-999992",
-        "000000.log",
-    ] {
-        fs.create(&dir.join(orphan))
-            .unwrap()
-            .write_all_at(b"junk", 0)
-            .unwrap();
+    Db::open_with_fs(Arc::new(fs.clone()), dir, Options::default()).unwrap().close().unwrap();
+    for orphan in ["999990.sst", "999991.dbtmp", "MANIFEST-999992", "000000.log"] {
+        fs.create(&dir.join(orphan)).unwrap().write_all_at(b"junk", 0).unwrap();
     }
     fs.create(&dir.join("user-notes.txt")).unwrap();
     let db = Db::open_with_fs(Arc::new(fs.clone()), dir, Options::default()).unwrap();
     let names = fs.list(dir).unwrap();
-    for orphan in [
-        "999990.sst",
-        "999991.dbtmp",
-        "MANIFEST-999992",
-        "000000.log",
-    ] {
-        assert!(
-            !names.iter().any(|n| n == orphan),
-            "{orphan} left behind: {names:?}"
-        );
+    for orphan in ["999990.sst", "999991.dbtmp", "MANIFEST-999992", "000000.log"] {
+        assert!(!names.iter().any(|n| n == orphan), "{orphan} left behind: {names:?}");
     }
-    assert!(
-        names.iter().any(|n| n == "user-notes.txt"),
-        "foreign files are left alone"
-    );
+    assert!(names.iter().any(|n| n == "user-notes.txt"), "foreign files are left alone");
     db.close().unwrap();
 }
 
@@ -427,33 +314,23 @@ fn orphan_files_are_removed_at_open() {
 fn a_directory_with_data_but_no_current_is_refused() {
     let fs = MemFs::new();
     let dir = Path::new("/n");
-    Db::open_with_fs(Arc::new(fs.clone()), dir, Options::default())
-        .unwrap()
-        .close()
-        .unwrap();
+    Db::open_with_fs(Arc::new(fs.clone()), dir, Options::default()).unwrap().close().unwrap();
     fs.remove(&dir.join("CURRENT")).unwrap();
     let err = Db::open_with_fs(Arc::new(fs), dir, Options::default()).unwrap_err();
-    assert!(
-        err.is_corruption() && err.to_string().contains("CURRENT"),
-        "{err}"
-    );
+    assert!(err.is_corruption() && err.to_string().contains("CURRENT"), "{err}");
 }
 
 #[test]
 fn statistics_report_levels_and_write_amplification() {
     let db = Db::open_in_memory(tiny_inline()).unwrap();
     for i in 0..2_000u32 {
-        db.put(format!("k{:05}", (i * 7919) % 2_000).as_bytes(), &[3; 100])
-            .unwrap();
+        db.put(format!("k{:05}", (i * 7919) % 2_000).as_bytes(), &[3; 100]).unwrap();
     }
     let stats = db.stats();
     assert_eq!(stats.commits, 2_000);
     assert_eq!(stats.user_bytes_written, 2_000 * 106);
     assert!(stats.flushes > 10 && stats.compactions > 0, "{stats:?}");
-    assert!(
-        stats.files_per_level[1..].iter().sum::<usize>() > 0,
-        "{stats:?}"
-    );
+    assert!(stats.files_per_level[1..].iter().sum::<usize>() > 0, "{stats:?}");
     let wa = stats.write_amplification();
     assert!(wa > 2.0 && wa < 50.0, "write amplification {wa}");
     let usage = db.space_usage().unwrap();
@@ -463,10 +340,7 @@ fn statistics_report_levels_and_write_amplification() {
 
 #[test]
 fn writes_stall_instead_of_growing_memory_without_bound() {
-    let options = Options {
-        max_immutable_memtables: 1,
-        ..Options::tiny_for_tests()
-    };
+    let options = Options { max_immutable_memtables: 1, ..Options::tiny_for_tests() };
     let db = Db::open_in_memory(options.clone()).unwrap();
     let mut peak = 0;
     for i in 0..5_000u32 {
@@ -474,28 +348,16 @@ fn writes_stall_instead_of_growing_memory_without_bound() {
         peak = peak.max(db.stats().memtable_bytes);
     }
     let bound = (options.write_buffer_size * 2 + 4096) as u64;
-    assert!(
-        peak <= bound,
-        "memtables reached {peak} bytes (bound {bound})"
-    );
+    assert!(peak <= bound, "memtables reached {peak} bytes (bound {bound})");
     assert_eq!(collect(db.iter()).len(), 5_000);
 }
 
 #[test]
 fn bad_options_are_rejected_with_a_message() {
-    let options = Options {
-        write_buffer_size: 10,
-        ..Options::default()
-    };
+    let options = Options { write_buffer_size: 10, ..Options::default() };
     let err = Db::open_in_memory(options).unwrap_err();
-    assert!(
-        matches!(err, Error::InvalidArgument(ref m) if m.contains("write_buffer_size")),
-        "{err}"
-    );
-    let options = Options {
-        create_if_missing: false,
-        ..Options::default()
-    };
+    assert!(matches!(err, Error::InvalidArgument(ref m) if m.contains("write_buffer_size")), "{err}");
+    let options = Options { create_if_missing: false, ..Options::default() };
     let dir = tempfile::tempdir().unwrap();
     let err = Db::open(dir.path().join("absent"), options).unwrap_err();
     assert!(matches!(err, Error::InvalidArgument(_)), "{err}");

@@ -26,9 +26,7 @@ mod common;
 
 use common::{env_or, Rng};
 use stampkv_engine::fs::MemFs;
-use stampkv_engine::{
-    BackgroundMode, Db, Entry, Error, Options, SyncMode, WriteBatch, WriteOptions,
-};
+use stampkv_engine::{BackgroundMode, Db, Entry, Error, Options, SyncMode, WriteBatch, WriteOptions};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -72,11 +70,7 @@ impl Store {
 }
 
 fn tiny(sync_mode: SyncMode, background: BackgroundMode) -> Options {
-    Options {
-        sync_mode,
-        background,
-        ..Options::tiny_for_tests()
-    }
+    Options { sync_mode, background, ..Options::tiny_for_tests() }
 }
 
 fn scan_all(db: &Db) -> Vec<Entry> {
@@ -91,17 +85,9 @@ fn reopen_and_compare(store: &Store, db: Db, options: Options, expected: &[Entry
         return;
     }
     let db = store.open(options);
-    assert_eq!(
-        db.last_sequence(),
-        last,
-        "{context}: last sequence after reopen"
-    );
+    assert_eq!(db.last_sequence(), last, "{context}: last sequence after reopen");
     let found = scan_all(&db);
-    assert_eq!(
-        found.len(),
-        expected.len(),
-        "{context}: entry count after reopen"
-    );
+    assert_eq!(found.len(), expected.len(), "{context}: entry count after reopen");
     for (f, e) in found.iter().zip(expected) {
         assert_eq!(f, e, "{context}: entry after reopen");
     }
@@ -141,10 +127,7 @@ fn group_key(group: u64, index: u64) -> Vec<u8> {
 
 /// Bounds of group `group`'s keys: "gNN/" .. "gNN0" ('/' sorts just before '0').
 fn group_bounds(group: u64) -> (Vec<u8>, Vec<u8>) {
-    (
-        format!("g{group:02}/").into_bytes(),
-        format!("g{group:02}0").into_bytes(),
-    )
+    (format!("g{group:02}/").into_bytes(), format!("g{group:02}0").into_bytes())
 }
 
 /// One committed write of a group: its sequence number and value (`None`: deleted).
@@ -167,9 +150,7 @@ const MAX_OBSERVATIONS_PER_READER: usize = 250_000;
 
 /// FNV-1a: a compact stand-in for a value in observations.
 fn fingerprint(value: &[u8]) -> u64 {
-    value.iter().fold(0xCBF2_9CE4_8422_2325, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01B3)
-    })
+    value.iter().fold(0xCBF2_9CE4_8422_2325, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01B3))
 }
 
 /// Checks that `entries` (in key order) are a whole group: absent, or all keys with one
@@ -181,29 +162,14 @@ fn whole_group(entries: &[Entry], group: u64) -> Result<Seen, String> {
     let keys: Vec<Vec<u8>> = entries.iter().map(|e| e.key.clone()).collect();
     let expected_keys: Vec<Vec<u8>> = (0..GROUP_KEYS).map(|i| group_key(group, i)).collect();
     let show = |e: &Entry| {
-        format!(
-            "{}={}@{}",
-            String::from_utf8_lossy(&e.key),
-            String::from_utf8_lossy(&e.value),
-            e.seq
-        )
+        format!("{}={}@{}", String::from_utf8_lossy(&e.key), String::from_utf8_lossy(&e.value), e.seq)
     };
-    if keys != expected_keys
-        || entries
-            .iter()
-            .any(|e| e.value != first.value || e.seq != first.seq)
-    {
+    if keys != expected_keys || entries.iter().any(|e| e.value != first.value || e.seq != first.seq) {
         let shown: Vec<String> = entries.iter().map(show).collect();
-        return Err(format!(
-            "group {group} is not whole: [{}]",
-            shown.join(", ")
-        ));
+        return Err(format!("group {group} is not whole: [{}]", shown.join(", ")));
     }
     if !first.value.starts_with(b"gen-") {
-        return Err(format!(
-            "group {group} holds a value no writer wrote: {}",
-            show(first)
-        ));
+        return Err(format!("group {group} holds a value no writer wrote: {}", show(first)));
     }
     Ok(Some((first.seq, fingerprint(&first.value))))
 }
@@ -250,16 +216,12 @@ fn group_writer(
         }
         let sync = mixed_sync.then(|| rng.chance(50));
         let context = format!("{name} seed {seed} writer {t} commit {n}");
-        let seq = db
-            .write_opt(batch, WriteOptions { sync })
-            .unwrap_or_else(|e| panic!("{context}: write: {e}"));
+        let seq =
+            db.write_opt(batch, WriteOptions { sync }).unwrap_or_else(|e| panic!("{context}: write: {e}"));
         assert!(seq > last_seq, "{context}: sequence {seq} after {last_seq}");
         last_seq = seq;
         // Acknowledged means visible: read your own write.
-        assert!(
-            db.last_sequence() >= seq,
-            "{context}: commit {seq} acknowledged but not visible"
-        );
+        assert!(db.last_sequence() >= seq, "{context}: commit {seq} acknowledged but not visible");
         if let Some(entry) = db.get_entry(&group_key(group, 0)).expect("get") {
             assert!(
                 entry.seq >= seq,
@@ -268,11 +230,7 @@ fn group_writer(
                 entry.seq
             );
             if entry.seq == seq {
-                assert_eq!(
-                    Some(&entry.value),
-                    value.as_ref(),
-                    "{context}: own write read back wrong"
-                );
+                assert_eq!(Some(&entry.value), value.as_ref(), "{context}: own write read back wrong");
             }
         }
         log.push((group, (seq, value)));
@@ -291,10 +249,7 @@ fn group_reader(db: &Db, r: u64, done: &AtomicBool, seed: u64, name: &str) -> Re
         let group = rng.below(GROUPS);
         let (lo_key, hi_key) = group_bounds(group);
         let mode = rng.below(5);
-        let context = format!(
-            "{name} seed {seed} reader {r} read {} (mode {mode})",
-            report.reads
-        );
+        let context = format!("{name} seed {seed} reader {r} read {} (mode {mode})", report.reads);
         let mut observed: Vec<(u64, u64, u64, Seen)> = Vec::new();
         let check = |entries: &[Entry], group: u64| {
             whole_group(entries, group).unwrap_or_else(|e| panic!("{context}: {e}"))
@@ -310,11 +265,7 @@ fn group_reader(db: &Db, r: u64, done: &AtomicBool, seed: u64, name: &str) -> Re
                 );
                 last_snapshot = seq;
                 let by_get: Vec<Entry> = (0..GROUP_KEYS)
-                    .filter_map(|i| {
-                        snapshot
-                            .get_entry(&group_key(group, i))
-                            .expect("snapshot get")
-                    })
+                    .filter_map(|i| snapshot.get_entry(&group_key(group, i)).expect("snapshot get"))
                     .collect();
                 let seen = check(&by_get, group);
                 if mode == 1 {
@@ -355,17 +306,12 @@ fn group_reader(db: &Db, r: u64, done: &AtomicBool, seed: u64, name: &str) -> Re
                     "{context}: snapshot sequence went back from {last_snapshot} to {seq}"
                 );
                 last_snapshot = seq;
-                let all: Vec<Entry> = snapshot
-                    .range(b"g".as_slice()..b"h".as_slice())
-                    .collect::<Result<_, _>>()
-                    .expect("scan");
+                let all: Vec<Entry> =
+                    snapshot.range(b"g".as_slice()..b"h".as_slice()).collect::<Result<_, _>>().expect("scan");
                 for g in 0..GROUPS {
                     let (lo_key, hi_key) = group_bounds(g);
-                    let part: Vec<Entry> = all
-                        .iter()
-                        .filter(|e| e.key >= lo_key && e.key < hi_key)
-                        .cloned()
-                        .collect();
+                    let part: Vec<Entry> =
+                        all.iter().filter(|e| e.key >= lo_key && e.key < hi_key).cloned().collect();
                     observed.push((g, seq, seq, check(&part, g)));
                 }
                 assert_eq!(
@@ -377,24 +323,13 @@ fn group_reader(db: &Db, r: u64, done: &AtomicBool, seed: u64, name: &str) -> Re
         }
         for (group, lo, hi, seen) in observed {
             if let Some((seq, _)) = &seen {
-                assert!(
-                    *seq <= hi,
-                    "{context}: group {group} at seq {seq} seen by a read at {hi}"
-                );
+                assert!(*seq <= hi, "{context}: group {group} at seq {seq} seen by a read at {hi}");
                 let last = &mut last_seen[group as usize];
-                assert!(
-                    *seq >= *last,
-                    "{context}: group {group} went back from seq {last} to {seq}"
-                );
+                assert!(*seq >= *last, "{context}: group {group} went back from seq {last} to {seq}");
                 *last = *seq;
             }
             if report.observations.len() < MAX_OBSERVATIONS_PER_READER {
-                report.observations.push(Observation {
-                    group,
-                    lo,
-                    hi,
-                    seen,
-                });
+                report.observations.push(Observation { group, lo, hi, seen });
             }
         }
         report.reads += 1;
@@ -410,18 +345,13 @@ fn matches_history(writes: &[GroupWrite], lo: u64, hi: u64, seen: Seen) -> bool 
         let (seq, value) = writes.get(index.checked_sub(1)?)?;
         value.as_ref().map(|v| (*seq, fingerprint(v)))
     };
-    let later = writes[state_at_lo..]
-        .iter()
-        .take_while(|(seq, _)| *seq <= hi)
-        .count();
+    let later = writes[state_at_lo..].iter().take_while(|(seq, _)| *seq <= hi).count();
     (state_at_lo..=state_at_lo + later).any(|i| as_seen(i) == seen)
 }
 
 /// The writes of a group around `lo..=hi`, for failure messages.
 fn describe_writes(writes: &[GroupWrite], lo: u64, hi: u64) -> String {
-    let from = writes
-        .partition_point(|(seq, _)| *seq <= lo)
-        .saturating_sub(2);
+    let from = writes.partition_point(|(seq, _)| *seq <= lo).saturating_sub(2);
     let shown: Vec<String> = writes[from..]
         .iter()
         .take_while(|(seq, _)| *seq <= hi.saturating_add(5))
@@ -435,13 +365,7 @@ fn describe_writes(writes: &[GroupWrite], lo: u64, hi: u64) -> String {
 }
 
 fn run_groups(config: GroupsConfig) {
-    let GroupsConfig {
-        name,
-        store,
-        options,
-        mixed_sync,
-        ops_per_writer,
-    } = config;
+    let GroupsConfig { name, store, options, mixed_sync, ops_per_writer } = config;
     let seed = seed();
     let started = Instant::now();
     let db = store.open(options.clone());
@@ -451,27 +375,18 @@ fn run_groups(config: GroupsConfig) {
         let writers: Vec<_> = (0..WRITERS)
             .map(|t| s.spawn(move || group_writer(db, t, ops_per_writer, mixed_sync, seed, name)))
             .collect();
-        let readers: Vec<_> = (0..READERS)
-            .map(|r| s.spawn(move || group_reader(db, r, done, seed, name)))
-            .collect();
+        let readers: Vec<_> =
+            (0..READERS).map(|r| s.spawn(move || group_reader(db, r, done, seed, name))).collect();
         let maintainer = s.spawn(move || maintenance(db, done, seed ^ 0x4D41_494E));
         let logs: Vec<_> = writers.into_iter().map(|h| h.join()).collect();
         done.store(true, Ordering::Release);
         let reports: Vec<_> = readers.into_iter().map(|h| h.join()).collect();
         let maintenance_work = maintainer.join();
-        let logs: Vec<_> = logs
-            .into_iter()
-            .map(|l| l.unwrap_or_else(|e| std::panic::resume_unwind(e)))
-            .collect();
-        let reports: Vec<_> = reports
-            .into_iter()
-            .map(|r| r.unwrap_or_else(|e| std::panic::resume_unwind(e)))
-            .collect();
-        (
-            logs,
-            reports,
-            maintenance_work.unwrap_or_else(|e| std::panic::resume_unwind(e)),
-        )
+        let logs: Vec<_> =
+            logs.into_iter().map(|l| l.unwrap_or_else(|e| std::panic::resume_unwind(e))).collect();
+        let reports: Vec<_> =
+            reports.into_iter().map(|r| r.unwrap_or_else(|e| std::panic::resume_unwind(e))).collect();
+        (logs, reports, maintenance_work.unwrap_or_else(|e| std::panic::resume_unwind(e)))
     });
     let context = format!("{name} seed {seed}");
 
@@ -484,10 +399,7 @@ fn run_groups(config: GroupsConfig) {
         by_group[group as usize].push(write);
     }
     seqs.sort_unstable();
-    assert!(
-        seqs.iter().copied().eq(1..=total),
-        "{context}: sequence numbers are not 1..={total}"
-    );
+    assert!(seqs.iter().copied().eq(1..=total), "{context}: sequence numbers are not 1..={total}");
     assert_eq!(db.last_sequence(), total, "{context}: last sequence");
     for writes in &mut by_group {
         writes.sort_by_key(|w| w.0);
@@ -525,13 +437,9 @@ fn run_groups(config: GroupsConfig) {
     let final_state = scan_all(&db);
     for group in 0..GROUPS {
         let (lo_key, hi_key) = group_bounds(group);
-        let part: Vec<Entry> = final_state
-            .iter()
-            .filter(|e| e.key >= lo_key && e.key < hi_key)
-            .cloned()
-            .collect();
-        let seen =
-            whole_group(&part, group).unwrap_or_else(|e| panic!("{context}: final state: {e}"));
+        let part: Vec<Entry> =
+            final_state.iter().filter(|e| e.key >= lo_key && e.key < hi_key).cloned().collect();
+        let seen = whole_group(&part, group).unwrap_or_else(|e| panic!("{context}: final state: {e}"));
         let writes = &by_group[group as usize];
         assert!(
             matches_history(writes, total, total, seen),
@@ -540,10 +448,7 @@ fn run_groups(config: GroupsConfig) {
         );
     }
     let stats = db.stats();
-    assert!(
-        stats.flushes > 0 && stats.compactions > 0,
-        "{context}: no flush or compaction ran: {stats:?}"
-    );
+    assert!(stats.flushes > 0 && stats.compactions > 0, "{context}: no flush or compaction ran: {stats:?}");
     println!(
         "{name}: {total} commits, {reads} reads, {observations} group observations ({present} present), \
          {} flushes, {} compactions, manual (flushes, compactions) {maintenance_work:?}, {:?}",
@@ -581,10 +486,7 @@ fn groups_are_seen_whole_mixed_sync_open_in_memory() {
     run_groups(GroupsConfig {
         name: "groups_mixed_sync_open_in_memory",
         store: Store::Scratch,
-        options: tiny(
-            SyncMode::Periodic(Duration::from_millis(2)),
-            BackgroundMode::Threads,
-        ),
+        options: tiny(SyncMode::Periodic(Duration::from_millis(2)), BackgroundMode::Threads),
         mixed_sync: true,
         ops_per_writer: ops(1500),
     });
@@ -615,10 +517,7 @@ fn balance_of(value: &[u8]) -> u64 {
 /// A transfer's log entry: "from to amount".
 fn parse_log(value: &[u8]) -> (u64, u64, u64) {
     let text = std::str::from_utf8(value).expect("log entry is text");
-    let parts: Vec<u64> = text
-        .split(' ')
-        .map(|p| p.parse().expect("log number"))
-        .collect();
+    let parts: Vec<u64> = text.split(' ').map(|p| p.parse().expect("log number")).collect();
     (parts[0], parts[1], parts[2])
 }
 
@@ -670,22 +569,14 @@ fn transfer_thread(db: &Db, t: u64, ops: u64, seed: u64, name: &str) -> (Vec<Tra
             let mut batch = WriteBatch::new();
             batch.put(&account_key(from), (a - amount).to_string().as_bytes());
             batch.put(&account_key(to), (b + amount).to_string().as_bytes());
-            batch.put(
-                &log_key(t, done.len() as u64),
-                format!("{from} {to} {amount}").as_bytes(),
-            );
+            batch.put(&log_key(t, done.len() as u64), format!("{from} {to} {amount}").as_bytes());
             Ok((batch, ()))
         });
         match result {
             Ok((seq, ())) => {
                 assert!(seq > last_seq, "{context}: sequence {seq} after {last_seq}");
                 last_seq = seq;
-                done.push(Transfer {
-                    seq,
-                    from,
-                    to,
-                    amount,
-                });
+                done.push(Transfer { seq, from, to, amount });
             }
             Err(TransferError::Insufficient) => declined += 1,
             Err(TransferError::Engine(e)) => panic!("{context}: write_with: {e}"),
@@ -722,23 +613,15 @@ fn transfer_reader(db: &Db, r: u64, done: &AtomicBool, seed: u64, name: &str) ->
                 );
                 last_snapshot = seq;
                 if mode == 0 {
-                    (0..ACCOUNTS)
-                        .filter_map(|a| snapshot.get_entry(&account_key(a)).expect("get"))
-                        .collect()
+                    (0..ACCOUNTS).filter_map(|a| snapshot.get_entry(&account_key(a)).expect("get")).collect()
                 } else {
-                    snapshot
-                        .range(lo..hi)
-                        .collect::<Result<_, _>>()
-                        .expect("scan")
+                    snapshot.range(lo..hi).collect::<Result<_, _>>().expect("scan")
                 }
             }
             2 => db.range(lo..hi).collect::<Result<_, _>>().expect("scan"),
             _ => {
-                let mut entries: Vec<Entry> = db
-                    .range(lo..hi)
-                    .rev()
-                    .collect::<Result<_, _>>()
-                    .expect("reverse scan");
+                let mut entries: Vec<Entry> =
+                    db.range(lo..hi).rev().collect::<Result<_, _>>().expect("reverse scan");
                 entries.reverse();
                 entries
             }
@@ -754,36 +637,22 @@ fn transfer_reader(db: &Db, r: u64, done: &AtomicBool, seed: u64, name: &str) ->
                 .range(b"log/".as_slice()..b"log0".as_slice())
                 .collect::<Result<_, _>>()
                 .expect("scan");
-            let accounts: Vec<Entry> = snapshot
-                .range(lo..hi)
-                .collect::<Result<_, _>>()
-                .expect("scan");
+            let accounts: Vec<Entry> = snapshot.range(lo..hi).collect::<Result<_, _>>().expect("scan");
             let mut expected = vec![INITIAL_BALANCE as i64; ACCOUNTS as usize];
             for entry in &logs {
-                assert!(
-                    entry.seq <= seq,
-                    "{context}: log entry at seq {} in snapshot {seq}",
-                    entry.seq
-                );
+                assert!(entry.seq <= seq, "{context}: log entry at seq {} in snapshot {seq}", entry.seq);
                 let (from, to, amount) = parse_log(&entry.value);
                 expected[from as usize] -= amount as i64;
                 expected[to as usize] += amount as i64;
             }
-            let found: Vec<i64> = balances(&accounts, &context)
-                .into_iter()
-                .map(|b| b as i64)
-                .collect();
+            let found: Vec<i64> = balances(&accounts, &context).into_iter().map(|b| b as i64).collect();
             assert_eq!(
                 found,
                 expected,
                 "{context}: snapshot {seq}: balances disagree with the {} visible log entries",
                 logs.len()
             );
-            assert_eq!(
-                logs.len() as u64 + 1,
-                seq,
-                "{context}: snapshot {seq}: visible log entries"
-            );
+            assert_eq!(logs.len() as u64 + 1, seq, "{context}: snapshot {seq}: visible log entries");
             full_checks += 1;
         }
         reads += 1;
@@ -811,57 +680,30 @@ fn run_transfers(name: &str, store: Store, options: Options, ops_per_thread: u64
         let writers: Vec<_> = (0..WRITERS)
             .map(|t| s.spawn(move || transfer_thread(db, t, ops_per_thread, seed, name)))
             .collect();
-        let readers: Vec<_> = (0..READERS)
-            .map(|r| s.spawn(move || transfer_reader(db, r, done, seed, name)))
-            .collect();
+        let readers: Vec<_> =
+            (0..READERS).map(|r| s.spawn(move || transfer_reader(db, r, done, seed, name))).collect();
         let maintainer = s.spawn(move || maintenance(db, done, seed ^ 0x4D41_494E));
         let results: Vec<_> = writers.into_iter().map(|h| h.join()).collect();
         done.store(true, Ordering::Release);
         let counts: Vec<_> = readers.into_iter().map(|h| h.join()).collect();
         let maintenance_work = maintainer.join();
-        let results: Vec<_> = results
-            .into_iter()
-            .map(|r| r.unwrap_or_else(|e| std::panic::resume_unwind(e)))
-            .collect();
-        let counts: Vec<_> = counts
-            .into_iter()
-            .map(|c| c.unwrap_or_else(|e| std::panic::resume_unwind(e)))
-            .collect();
-        (
-            results,
-            counts,
-            maintenance_work.unwrap_or_else(|e| std::panic::resume_unwind(e)),
-        )
+        let results: Vec<_> =
+            results.into_iter().map(|r| r.unwrap_or_else(|e| std::panic::resume_unwind(e))).collect();
+        let counts: Vec<_> =
+            counts.into_iter().map(|c| c.unwrap_or_else(|e| std::panic::resume_unwind(e))).collect();
+        (results, counts, maintenance_work.unwrap_or_else(|e| std::panic::resume_unwind(e)))
     });
 
     let successes: u64 = results.iter().map(|(done, _)| done.len() as u64).sum();
     let declined: u64 = results.iter().map(|(_, d)| *d).sum();
-    assert_eq!(
-        successes + declined,
-        WRITERS * ops_per_thread,
-        "{context}: transfers unaccounted for"
-    );
+    assert_eq!(successes + declined, WRITERS * ops_per_thread, "{context}: transfers unaccounted for");
     assert!(successes > 0, "{context}: no transfer succeeded");
     // A declined transfer commits nothing: one sequence number per successful transfer.
-    assert_eq!(
-        db.last_sequence(),
-        1 + successes,
-        "{context}: last sequence vs successful transfers"
-    );
-    assert_eq!(
-        db.stats().commits,
-        1 + successes,
-        "{context}: commits counted by stats"
-    );
-    let mut seqs: Vec<u64> = results
-        .iter()
-        .flat_map(|(done, _)| done.iter().map(|t| t.seq))
-        .collect();
+    assert_eq!(db.last_sequence(), 1 + successes, "{context}: last sequence vs successful transfers");
+    assert_eq!(db.stats().commits, 1 + successes, "{context}: commits counted by stats");
+    let mut seqs: Vec<u64> = results.iter().flat_map(|(done, _)| done.iter().map(|t| t.seq)).collect();
     seqs.sort_unstable();
-    assert!(
-        seqs.iter().copied().eq(2..=1 + successes),
-        "{context}: transfer sequence numbers are not dense"
-    );
+    assert!(seqs.iter().copied().eq(2..=1 + successes), "{context}: transfer sequence numbers are not dense");
 
     // Each account ends at exactly what the recorded transfers imply; the total is conserved.
     let mut expected = vec![INITIAL_BALANCE as i64; ACCOUNTS as usize];
@@ -870,27 +712,13 @@ fn run_transfers(name: &str, store: Store, options: Options, ops_per_thread: u64
         expected[transfer.to as usize] += transfer.amount as i64;
     }
     let final_state = scan_all(&db);
-    let accounts: Vec<Entry> = final_state
-        .iter()
-        .filter(|e| e.key.starts_with(b"acct/"))
-        .cloned()
-        .collect();
-    let found: Vec<i64> = balances(&accounts, &context)
-        .into_iter()
-        .map(|b| b as i64)
-        .collect();
+    let accounts: Vec<Entry> = final_state.iter().filter(|e| e.key.starts_with(b"acct/")).cloned().collect();
+    let found: Vec<i64> = balances(&accounts, &context).into_iter().map(|b| b as i64).collect();
     assert_eq!(found, expected, "{context}: final balances");
-    assert_eq!(
-        found.iter().sum::<i64>(),
-        TOTAL as i64,
-        "{context}: final total"
-    );
+    assert_eq!(found.iter().sum::<i64>(), TOTAL as i64, "{context}: final total");
     // Every successful transfer left its log entry, in the commit that moved the money.
-    let logs: BTreeMap<Vec<u8>, &Entry> = final_state
-        .iter()
-        .filter(|e| e.key.starts_with(b"log/"))
-        .map(|e| (e.key.clone(), e))
-        .collect();
+    let logs: BTreeMap<Vec<u8>, &Entry> =
+        final_state.iter().filter(|e| e.key.starts_with(b"log/")).map(|e| (e.key.clone(), e)).collect();
     assert_eq!(logs.len() as u64, successes, "{context}: log entries");
     for (t, (done, _)) in results.iter().enumerate() {
         for (n, transfer) in done.iter().enumerate() {
@@ -907,15 +735,9 @@ fn run_transfers(name: &str, store: Store, options: Options, ops_per_thread: u64
     }
     let reads: u64 = reader_counts.iter().map(|c| c.0).sum();
     let full_checks: u64 = reader_counts.iter().map(|c| c.1).sum();
-    assert!(
-        reads >= READERS && full_checks >= READERS,
-        "{context}: readers did too little"
-    );
+    assert!(reads >= READERS && full_checks >= READERS, "{context}: readers did too little");
     let stats = db.stats();
-    assert!(
-        stats.flushes > 0 && stats.compactions > 0,
-        "{context}: no flush or compaction ran: {stats:?}"
-    );
+    assert!(stats.flushes > 0 && stats.compactions > 0, "{context}: no flush or compaction ran: {stats:?}");
     println!(
         "{name}: {successes} transfers, {declined} declined, {reads} reads ({full_checks} full checks), \
          {} flushes, {} compactions, manual (flushes, compactions) {maintenance_work:?}, {:?}",

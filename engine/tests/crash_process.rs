@@ -88,11 +88,7 @@ fn options(sync_mode: SyncMode) -> Options {
         target_file_size: 64 << 10,
         level1_target_bytes: 256 << 10,
         max_manifest_bytes: 64 << 10,
-        table: TableOptions {
-            block_size: 512,
-            restart_interval: 8,
-            bloom_bits_per_key: 10,
-        },
+        table: TableOptions { block_size: 512, restart_interval: 8, bloom_bits_per_key: 10 },
         ..Options::default()
     }
 }
@@ -133,9 +129,7 @@ fn puts(id: u64) -> Vec<(Vec<u8>, Vec<u8>)> {
     (0..count)
         .map(|idx| {
             let k = key(rng.below(KEYS));
-            let filler: Vec<u8> = (0..16 + rng.below(240))
-                .map(|_| b'a' + rng.below(26) as u8)
-                .collect();
+            let filler: Vec<u8> = (0..16 + rng.below(240)).map(|_| b'a' + rng.below(26) as u8).collect();
             (k, value(id, idx, count, &filler))
         })
         .collect()
@@ -145,10 +139,7 @@ fn puts(id: u64) -> Vec<(Vec<u8>, Vec<u8>)> {
 fn ops(id: u64) -> Vec<Op> {
     let mut rng = Rng::new(!WORKLOAD_SEED ^ id.wrapping_mul(0xD1B5_4A32_D192_ED03));
     let own = puts(id);
-    let mut ops: Vec<Op> = own
-        .iter()
-        .map(|(k, v)| Op::Put(k.clone(), v.clone()))
-        .collect();
+    let mut ops: Vec<Op> = own.iter().map(|(k, v)| Op::Put(k.clone(), v.clone())).collect();
     if id > 1 && rng.chance(25) {
         // Delete some keys an earlier batch put (they may have been overwritten since).
         let earlier = id - 1 - rng.below((id - 1).min(DELETE_LOOKBACK));
@@ -198,11 +189,7 @@ fn last_batch_id(db: &Db) -> u64 {
 
 /// Commits batches forever, acknowledging each on stdout; the parent kills it.
 fn child(dir: &Path, buffered: bool) -> ! {
-    let sync_mode = if buffered {
-        SyncMode::Buffered
-    } else {
-        SyncMode::Always
-    };
+    let sync_mode = if buffered { SyncMode::Buffered } else { SyncMode::Always };
     let db = Db::open(dir, options(sync_mode)).unwrap_or_else(|e| child_fail("open", e));
     let first = last_batch_id(&db) + 1;
     let mut out = std::io::stdout().lock();
@@ -213,20 +200,16 @@ fn child(dir: &Path, buffered: bool) -> ! {
     };
     say(format!("start {first}"));
     for id in first.. {
-        let seq = db
-            .write(batch(id))
-            .unwrap_or_else(|e| child_fail(&format!("write of batch {id}"), e));
+        let seq = db.write(batch(id)).unwrap_or_else(|e| child_fail(&format!("write of batch {id}"), e));
         if seq != id {
             child_fail(&format!("batch {id}"), format!("got sequence number {seq}"));
         }
         say(format!("ok {id}"));
         if id % FLUSH_EVERY == 0 {
-            db.flush()
-                .unwrap_or_else(|e| child_fail(&format!("flush after batch {id}"), e));
+            db.flush().unwrap_or_else(|e| child_fail(&format!("flush after batch {id}"), e));
         }
         if id % COMPACT_EVERY == 0 {
-            db.compact()
-                .unwrap_or_else(|e| child_fail(&format!("compact after batch {id}"), e));
+            db.compact().unwrap_or_else(|e| child_fail(&format!("compact after batch {id}"), e));
         }
     }
     unreachable!("batch ids ran out")
@@ -243,11 +226,7 @@ struct Model {
 
 impl Model {
     fn advance_to(&mut self, k: u64) {
-        assert!(
-            k >= self.applied,
-            "the model cannot go back from {} to {k}",
-            self.applied
-        );
+        assert!(k >= self.applied, "the model cannot go back from {} to {k}", self.applied);
         for id in self.applied + 1..=k {
             for op in ops(id) {
                 match op {
@@ -263,10 +242,7 @@ impl Model {
 fn describe(value: &[u8]) -> String {
     match decode_value(value) {
         Some((id, idx, count)) => format!("batch {id} key {idx}/{count}"),
-        None => format!(
-            "{:?}",
-            String::from_utf8_lossy(&value[..value.len().min(40)])
-        ),
+        None => format!("{:?}", String::from_utf8_lossy(&value[..value.len().min(40)])),
     }
 }
 
@@ -318,17 +294,11 @@ struct ChildRun {
 fn run_child(dir: &Path, delay: Duration, buffered: bool) -> Result<ChildRun, String> {
     let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
     let mut command = Command::new(exe);
-    command
-        .env(CHILD_ENV, dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    command.env(CHILD_ENV, dir).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
     if buffered {
         command.env(CHILD_SYNC_ENV, "buffered");
     }
-    let mut child: Child = command
-        .spawn()
-        .map_err(|e| format!("spawning the child: {e}"))?;
+    let mut child: Child = command.spawn().map_err(|e| format!("spawning the child: {e}"))?;
     let stdout = collect_lines(child.stdout.take().expect("piped stdout"));
     let stderr = collect_text(child.stderr.take().expect("piped stderr"));
     let deadline = Instant::now() + delay;
@@ -338,9 +308,7 @@ fn run_child(dir: &Path, delay: Duration, buffered: bool) -> Result<ChildRun, St
             exited_early = Some(status);
             break;
         }
-        std::thread::sleep(
-            Duration::from_millis(2).min(deadline.saturating_duration_since(Instant::now())),
-        );
+        std::thread::sleep(Duration::from_millis(2).min(deadline.saturating_duration_since(Instant::now())));
     }
     if exited_early.is_none() {
         child.kill().map_err(|e| format!("kill: {e}"))?;
@@ -349,14 +317,9 @@ fn run_child(dir: &Path, delay: Duration, buffered: bool) -> Result<ChildRun, St
     let lines = stdout.join().expect("stdout reader");
     let stderr = stderr.join().expect("stderr reader");
     if exited_early.is_some() || !killed_by_sigkill(&status) {
-        return Err(format!(
-            "the child exited by itself with {status}; its stderr:\n{stderr}"
-        ));
+        return Err(format!("the child exited by itself with {status}; its stderr:\n{stderr}"));
     }
-    let mut run = ChildRun {
-        start: None,
-        acked: Vec::new(),
-    };
+    let mut run = ChildRun { start: None, acked: Vec::new() };
     for (i, line) in lines.iter().enumerate() {
         match (i, line.split_once(' ')) {
             (0, Some(("start", n))) => run.start = n.parse().ok(),
@@ -364,9 +327,7 @@ fn run_child(dir: &Path, delay: Duration, buffered: bool) -> Result<ChildRun, St
                 let id: u64 = n.parse().map_err(|_| format!("bad child line {line:?}"))?;
                 let expected = run.start.unwrap_or(0) + run.acked.len() as u64;
                 if id != expected {
-                    return Err(format!(
-                        "the child acknowledged batch {id} where {expected} was next"
-                    ));
+                    return Err(format!("the child acknowledged batch {id} where {expected} was next"));
                 }
                 run.acked.push(id);
             }
@@ -381,10 +342,7 @@ fn run_child(dir: &Path, delay: Duration, buffered: bool) -> Result<ChildRun, St
 fn verify(dir: &Path, model: &mut Model, lowest: u64, highest: u64) -> Result<(u64, u64), String> {
     let db = Db::open(dir, options(SyncMode::Always)).map_err(|e| format!("reopening: {e}"))?;
     let replayed = db.recovery_report().commits_replayed;
-    let k = match db
-        .get(META_KEY)
-        .map_err(|e| format!("reading meta/last: {e}"))?
-    {
+    let k = match db.get(META_KEY).map_err(|e| format!("reading meta/last: {e}"))? {
         Some(v) => std::str::from_utf8(&v)
             .ok()
             .and_then(|s| s.parse().ok())
@@ -399,16 +357,11 @@ fn verify(dir: &Path, model: &mut Model, lowest: u64, highest: u64) -> Result<(u
     }
     model.advance_to(k);
     if db.last_sequence() != k {
-        return Err(format!(
-            "last_sequence() is {} after recovering batch {k}",
-            db.last_sequence()
-        ));
+        return Err(format!("last_sequence() is {} after recovering batch {k}", db.last_sequence()));
     }
 
-    let forward: Vec<Entry> = db
-        .iter()
-        .collect::<Result<_, _>>()
-        .map_err(|e| format!("forward scan: {e}"))?;
+    let forward: Vec<Entry> =
+        db.iter().collect::<Result<_, _>>().map_err(|e| format!("forward scan: {e}"))?;
     let mut problems = Vec::new();
     let mut expected = model.state.iter().peekable();
     let mut found = forward.iter().peekable();
@@ -473,11 +426,8 @@ fn verify(dir: &Path, model: &mut Model, lowest: u64, highest: u64) -> Result<(u
         }
     }
 
-    let mut backward: Vec<Entry> = db
-        .iter()
-        .rev()
-        .collect::<Result<_, _>>()
-        .map_err(|e| format!("reverse scan: {e}"))?;
+    let mut backward: Vec<Entry> =
+        db.iter().rev().collect::<Result<_, _>>().map_err(|e| format!("reverse scan: {e}"))?;
     backward.reverse();
     if backward != forward {
         return Err(format!(
@@ -511,10 +461,7 @@ fn verify(dir: &Path, model: &mut Model, lowest: u64, highest: u64) -> Result<(u
     }
     let snapshot = db.snapshot();
     if snapshot.sequence() != k {
-        return Err(format!(
-            "snapshot sequence {} after recovering batch {k}",
-            snapshot.sequence()
-        ));
+        return Err(format!("snapshot sequence {} after recovering batch {k}", snapshot.sequence()));
     }
     drop(snapshot);
     if k > 0 && db.stats().table_bytes == 0 {
@@ -528,10 +475,7 @@ fn parent() {
     let seed = env_or("STAMPKV_CRASH_SEED", 0xC0FF_EE15_DEAD);
     let cycles = env_or("STAMPKV_CRASH_CYCLES", 24);
     let max_delay = env_or("STAMPKV_CRASH_MAX_DELAY_MS", 400).max(21);
-    let dir = tempfile::Builder::new()
-        .prefix("stampkv-crash-")
-        .tempdir()
-        .expect("tempdir");
+    let dir = tempfile::Builder::new().prefix("stampkv-crash-").tempdir().expect("tempdir");
     let path = dir.path().to_path_buf();
     println!(
         "crash_process: seed {seed}, {cycles} cycles, kill after 20..{max_delay} ms, dir {}",
@@ -541,10 +485,7 @@ fn parent() {
         Ok(()) => println!("crash_process: ok"),
         Err(message) => {
             let kept: PathBuf = dir.keep();
-            eprintln!(
-                "crash_process FAILED (seed {seed}; database kept in {}):\n{message}",
-                kept.display()
-            );
+            eprintln!("crash_process FAILED (seed {seed}; database kept in {}):\n{message}", kept.display());
             std::process::exit(1);
         }
     }
@@ -552,10 +493,7 @@ fn parent() {
 
 fn run_cycles(dir: &Path, seed: u64, cycles: u64, max_delay: u64) -> Result<(), String> {
     let mut rng = Rng::new(seed);
-    let mut model = Model {
-        state: BTreeMap::new(),
-        applied: 0,
-    };
+    let mut model = Model { state: BTreeMap::new(), applied: 0 };
     // The database holds the state after some batch in low..=high.
     let (mut low, mut high) = (0u64, 0u64);
     let (mut total_acked, mut cycles_with_acks, mut verified) = (0u64, 0u64, 0u64);
@@ -567,8 +505,7 @@ fn run_cycles(dir: &Path, seed: u64, cycles: u64, max_delay: u64) -> Result<(), 
         // while doing so) instead of the parent verifying it first.
         let verify_now = cycle + 1 == cycles || rng.below(3) != 0;
         let started = Instant::now();
-        let context =
-            |e: String| format!("cycle {cycle} (delay {delay:?}, buffered {buffered}): {e}");
+        let context = |e: String| format!("cycle {cycle} (delay {delay:?}, buffered {buffered}): {e}");
         let run = run_child(dir, delay, buffered).map_err(context)?;
         if let Some(start) = run.start {
             let found = start - 1;
@@ -587,17 +524,10 @@ fn run_cycles(dir: &Path, seed: u64, cycles: u64, max_delay: u64) -> Result<(), 
         cycles_with_acks += u64::from(!run.acked.is_empty());
         let outcome = if verify_now {
             let (k, replayed) = verify(dir, &mut model, low, high).map_err(context)?;
-            let unacked = if k > low && !run.acked.is_empty() {
-                " (+1 unacknowledged)"
-            } else {
-                ""
-            };
+            let unacked = if k > low && !run.acked.is_empty() { " (+1 unacknowledged)" } else { "" };
             verified += 1;
             (low, high) = (k, k);
-            format!(
-                "recovered {k}{unacked}, {replayed} commits replayed, {} keys",
-                model.state.len()
-            )
+            format!("recovered {k}{unacked}, {replayed} commits replayed, {} keys", model.state.len())
         } else {
             format!("not verified, state after a batch in {low}..={high}")
         };
@@ -620,9 +550,7 @@ fn run_cycles(dir: &Path, seed: u64, cycles: u64, max_delay: u64) -> Result<(), 
         return Err("no child ever acknowledged a batch: the test proved nothing".into());
     }
     if cycles_with_acks * 4 < cycles {
-        return Err(format!(
-            "only {cycles_with_acks} of {cycles} children acknowledged anything"
-        ));
+        return Err(format!("only {cycles_with_acks} of {cycles} children acknowledged anything"));
     }
     Ok(())
 }

@@ -14,8 +14,7 @@ mod common;
 use common::{env_or, Rng};
 use stampkv_engine::fs::{CrashPolicy, MemFs};
 use stampkv_engine::{
-    BackgroundMode, Clock, Db, Entry, ManualClock, Options, Snapshot, SyncMode, WriteBatch,
-    WriteOptions,
+    BackgroundMode, Clock, Db, Entry, ManualClock, Options, Snapshot, SyncMode, WriteBatch, WriteOptions,
 };
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -153,27 +152,15 @@ impl Harness {
             );
         }
         // The run must have exercised what it claims to test.
-        assert!(
-            self.crashes > 0 && self.flushes > 0,
-            "{}: too little happened: {counts:?}",
-            self.context()
-        );
+        assert!(self.crashes > 0 && self.flushes > 0, "{}: too little happened: {counts:?}", self.context());
     }
 
     /// Commits `batch`, records the new model state, and checks the sequence number.
     fn commit(&mut self, batch: WriteBatch, apply: impl FnOnce(&mut State, u64)) {
         let sync = self.rng.chance(30);
         let before = self.db().last_sequence();
-        let seq = self
-            .db()
-            .write_opt(batch, WriteOptions { sync: Some(sync) })
-            .expect("write");
-        assert_eq!(
-            seq,
-            before + 1,
-            "{}: sequence numbers are dense per commit",
-            self.context()
-        );
+        let seq = self.db().write_opt(batch, WriteOptions { sync: Some(sync) }).expect("write");
+        assert_eq!(seq, before + 1, "{}: sequence numbers are dense per commit", self.context());
         let mut state = self.model().clone();
         apply(&mut state, seq);
         if sync {
@@ -185,9 +172,7 @@ impl Harness {
     }
 
     fn random_expiry(&mut self) -> Option<u64> {
-        self.rng
-            .chance(15)
-            .then(|| self.clock.now_ms() + 1 + self.rng.below(3000))
+        self.rng.chance(15).then(|| self.clock.now_ms() + 1 + self.rng.below(3000))
     }
 
     fn op_put(&mut self) {
@@ -198,14 +183,7 @@ impl Harness {
             None => batch.put(&key, &value),
         };
         self.commit(batch, |s, seq| {
-            s.insert(
-                key,
-                ModelValue {
-                    value,
-                    seq,
-                    expires_at_ms: expiry,
-                },
-            );
+            s.insert(key, ModelValue { value, seq, expires_at_ms: expiry });
         });
     }
 
@@ -225,8 +203,7 @@ impl Harness {
         for _ in 0..count {
             let key = if !ops.is_empty() && self.rng.chance(15) {
                 // Same key twice in one batch: the last write wins.
-                let (k, _): &(Vec<u8>, Option<Vec<u8>>) =
-                    &ops[self.rng.below(ops.len() as u64) as usize];
+                let (k, _): &(Vec<u8>, Option<Vec<u8>>) = &ops[self.rng.below(ops.len() as u64) as usize];
                 k.clone()
             } else {
                 self.random_key()
@@ -243,14 +220,7 @@ impl Harness {
         self.commit(batch, |s, seq| {
             for (key, value) in ops {
                 match value {
-                    Some(value) => s.insert(
-                        key,
-                        ModelValue {
-                            value,
-                            seq,
-                            expires_at_ms: None,
-                        },
-                    ),
+                    Some(value) => s.insert(key, ModelValue { value, seq, expires_at_ms: None }),
                     None => s.remove(&key),
                 };
             }
@@ -264,17 +234,9 @@ impl Harness {
     fn op_get(&mut self) {
         let key = self.random_key();
         let now = self.clock.now_ms();
-        let expected = visible(self.model(), now)
-            .into_iter()
-            .find(|e| e.key == key);
+        let expected = visible(self.model(), now).into_iter().find(|e| e.key == key);
         let actual = self.db().get_entry(&key).expect("get");
-        assert_eq!(
-            actual,
-            expected,
-            "{}: get {:?}",
-            self.context(),
-            String::from_utf8_lossy(&key)
-        );
+        assert_eq!(actual, expected, "{}: get {:?}", self.context(), String::from_utf8_lossy(&key));
     }
 
     fn random_bounds(&mut self) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
@@ -299,20 +261,12 @@ impl Harness {
         let context = format!("{}: scan {:?}..{:?}", self.context(), lo, hi);
         match self.rng.below(3) {
             0 => {
-                let got: Vec<Entry> = self
-                    .db()
-                    .range(range.clone())
-                    .collect::<Result<_, _>>()
-                    .expect("scan");
+                let got: Vec<Entry> = self.db().range(range.clone()).collect::<Result<_, _>>().expect("scan");
                 assert_eq!(got, expected, "{context} forward");
             }
             1 => {
-                let mut got: Vec<Entry> = self
-                    .db()
-                    .range(range.clone())
-                    .rev()
-                    .collect::<Result<_, _>>()
-                    .expect("scan");
+                let mut got: Vec<Entry> =
+                    self.db().range(range.clone()).rev().collect::<Result<_, _>>().expect("scan");
                 got.reverse();
                 assert_eq!(got, expected, "{context} reverse");
             }
@@ -322,11 +276,7 @@ impl Harness {
                 let (mut front, mut back) = (Vec::new(), Vec::new());
                 loop {
                     let from_front = self.rng.chance(50);
-                    let item = if from_front {
-                        iter.next()
-                    } else {
-                        iter.next_back()
-                    };
+                    let item = if from_front { iter.next() } else { iter.next_back() };
                     let Some(entry) = item else { break };
                     let entry = entry.expect("scan");
                     if from_front {
@@ -351,24 +301,14 @@ impl Harness {
             self.snapshots.remove(0);
         }
         let snapshot = self.db().snapshot();
-        self.snapshots
-            .push((snapshot, self.model().clone(), self.clock.now_ms()));
+        self.snapshots.push((snapshot, self.model().clone(), self.clock.now_ms()));
     }
 
     fn op_check_snapshots(&mut self) {
         for (snapshot, state, time) in &self.snapshots {
             let expected = visible(state, *time);
-            let got: Vec<Entry> = snapshot
-                .range::<&[u8], _>(..)
-                .collect::<Result<_, _>>()
-                .expect("scan");
-            assert_eq!(
-                got,
-                expected,
-                "{}: snapshot at seq {}",
-                self.context(),
-                snapshot.sequence()
-            );
+            let got: Vec<Entry> = snapshot.range::<&[u8], _>(..).collect::<Result<_, _>>().expect("scan");
+            assert_eq!(got, expected, "{}: snapshot at seq {}", self.context(), snapshot.sequence());
             if let Some(e) = expected.first() {
                 assert_eq!(snapshot.get_entry(&e.key).expect("get").as_ref(), Some(e));
             }
@@ -419,11 +359,8 @@ impl Harness {
 
     fn op_crash(&mut self) {
         self.snapshots.clear();
-        let policy = if self.rng.chance(20) {
-            CrashPolicy::KeepAll
-        } else {
-            CrashPolicy::Random(self.rng.next_u64())
-        };
+        let policy =
+            if self.rng.chance(20) { CrashPolicy::KeepAll } else { CrashPolicy::Random(self.rng.next_u64()) };
         let crashed = self.fs.crash_clone(policy);
         self.crashes += 1;
         let stats = self.db().stats();
@@ -433,22 +370,15 @@ impl Harness {
         drop(self.db.take());
         self.open(crashed);
         let now = self.clock.now_ms();
-        let recovered: Vec<Entry> = self
-            .db()
-            .iter()
-            .collect::<Result<_, _>>()
-            .expect("scan after crash");
+        let recovered: Vec<Entry> = self.db().iter().collect::<Result<_, _>>().expect("scan after crash");
         let candidates: Vec<usize> = if policy == CrashPolicy::KeepAll {
             // A process crash loses nothing that was acknowledged.
             vec![self.history.len() - 1]
         } else {
             (0..self.history.len()).collect()
         };
-        let matched = candidates
-            .iter()
-            .rev()
-            .find(|&&k| visible(&self.history[k], now) == recovered)
-            .copied();
+        let matched =
+            candidates.iter().rev().find(|&&k| visible(&self.history[k], now) == recovered).copied();
         let Some(k) = matched else {
             panic!(
                 "{}: state after crash ({policy:?}) is not a prefix containing every synced commit; \
@@ -474,12 +404,7 @@ impl Harness {
         let expected = visible(self.model(), now);
         let got: Vec<Entry> = self.db().iter().collect::<Result<_, _>>().expect("scan");
         assert_eq!(got, expected, "{}: full scan", self.context());
-        let mut reversed: Vec<Entry> = self
-            .db()
-            .iter()
-            .rev()
-            .collect::<Result<_, _>>()
-            .expect("scan");
+        let mut reversed: Vec<Entry> = self.db().iter().rev().collect::<Result<_, _>>().expect("scan");
         reversed.reverse();
         assert_eq!(reversed, expected, "{}: full reverse scan", self.context());
     }
@@ -507,9 +432,7 @@ fn seeds(default_count: u64, salt: u64) -> Vec<u64> {
     if let Ok(seed) = std::env::var("STAMPKV_MODEL_SEED") {
         return vec![seed.parse().expect("STAMPKV_MODEL_SEED must be a number")];
     }
-    (0..env_or("STAMPKV_MODEL_SEEDS", default_count))
-        .map(|i| i * 7919 + salt)
-        .collect()
+    (0..env_or("STAMPKV_MODEL_SEEDS", default_count)).map(|i| i * 7919 + salt).collect()
 }
 
 #[test]

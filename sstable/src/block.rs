@@ -28,10 +28,7 @@ pub(crate) struct Block {
 impl Block {
     /// Validates the restart array of `data` (the block without its trailer).
     pub(crate) fn new(data: Vec<u8>) -> Result<Block, &'static str> {
-        let count_pos = data
-            .len()
-            .checked_sub(4)
-            .ok_or("block shorter than its restart count")?;
+        let count_pos = data.len().checked_sub(4).ok_or("block shorter than its restart count")?;
         let num_restarts = get_u32_le(&data, count_pos).ok_or("block too short")? as usize;
         if num_restarts == 0 {
             return Err("block has no restart points");
@@ -57,20 +54,12 @@ impl Block {
             }
             prev = Some(point);
         }
-        Ok(Block {
-            data,
-            restarts_offset,
-            num_restarts,
-        })
+        Ok(Block { data, restarts_offset, num_restarts })
     }
 
     /// A valid block with no entries.
     pub(crate) fn empty() -> Block {
-        Block {
-            data: vec![0, 0, 0, 0, 1, 0, 0, 0],
-            restarts_offset: 0,
-            num_restarts: 1,
-        }
+        Block { data: vec![0, 0, 0, 0, 1, 0, 0, 0], restarts_offset: 0, num_restarts: 1 }
     }
 
     /// Whether the block has no entries.
@@ -134,12 +123,7 @@ fn decode_header(entries: &[u8], pos: usize) -> Option<(usize, usize, usize, usi
     let (shared, n1) = get_varint32(p)?;
     let (unshared, n2) = get_varint32(p.get(n1..)?)?;
     let (value_len, n3) = get_varint32(p.get(n1 + n2..)?)?;
-    Some((
-        shared as usize,
-        unshared as usize,
-        value_len as usize,
-        n1 + n2 + n3,
-    ))
+    Some((shared as usize, unshared as usize, value_len as usize, n1 + n2 + n3))
 }
 
 /// A cursor over the entries of a block. `B` is `&Block` (point lookups) or
@@ -214,10 +198,7 @@ impl<B: Deref<Target = Block>> BlockIter<B> {
     #[inline]
     pub(crate) fn key(&self) -> &[u8] {
         if self.key_borrowed {
-            self.block
-                .entries()
-                .get(self.key_start..self.key_end)
-                .unwrap_or_default()
+            self.block.entries().get(self.key_start..self.key_end).unwrap_or_default()
         } else {
             &self.key_buf
         }
@@ -226,10 +207,7 @@ impl<B: Deref<Target = Block>> BlockIter<B> {
     /// The current value. Meaningless unless `valid()`.
     #[inline]
     pub(crate) fn value(&self) -> &[u8] {
-        self.block
-            .entries()
-            .get(self.value_start..self.value_end)
-            .unwrap_or_default()
+        self.block.entries().get(self.value_start..self.value_end).unwrap_or_default()
     }
 
     /// Makes the iterator invalid (not corrupt).
@@ -266,8 +244,7 @@ impl<B: Deref<Target = Block>> BlockIter<B> {
             self.mark_end();
             return;
         }
-        let Some((shared, unshared, value_len, header_len)) = decode_header(entries, self.current)
-        else {
+        let Some((shared, unshared, value_len, header_len)) = decode_header(entries, self.current) else {
             return self.mark_corrupt();
         };
         let key_start = self.current + header_len;
@@ -276,11 +253,7 @@ impl<B: Deref<Target = Block>> BlockIter<B> {
         let (Some(key_end), Some(value_end)) = (key_end, value_end) else {
             return self.mark_corrupt();
         };
-        let current_len = if self.key_borrowed {
-            self.key_end - self.key_start
-        } else {
-            self.key_buf.len()
-        };
+        let current_len = if self.key_borrowed { self.key_end - self.key_start } else { self.key_buf.len() };
         let too_short = self.versioned && shared.saturating_add(unshared) < TRAILER_LEN;
         let Some(delta) = entries.get(key_start..key_end) else {
             return self.mark_corrupt();
@@ -410,12 +383,7 @@ impl<B: Deref<Target = Block>> BlockIter<B> {
 }
 
 #[cfg(test)]
-#[allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    clippy::panic
-)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic)]
 mod tests {
     use super::*;
     use crate::block_builder::BlockBuilder;
@@ -515,11 +483,8 @@ mod tests {
             state
         };
         for round in 0..3000 {
-            let mut data = if round % 2 == 0 {
-                good.clone()
-            } else {
-                (0..(rnd() % 64)).map(|_| rnd() as u8).collect()
-            };
+            let mut data =
+                if round % 2 == 0 { good.clone() } else { (0..(rnd() % 64)).map(|_| rnd() as u8).collect() };
             if !data.is_empty() {
                 for _ in 0..1 + rnd() % 4 {
                     let pos = (rnd() as usize) % data.len();

@@ -37,10 +37,7 @@ impl BlockBuilder {
     /// Appends an entry. Keys must be added in increasing order (checked by the caller).
     pub(crate) fn add(&mut self, key: &[u8], value: &[u8]) {
         let shared = if self.counter < self.interval {
-            key.iter()
-                .zip(&self.last_key)
-                .take_while(|(a, b)| a == b)
-                .count()
+            key.iter().zip(&self.last_key).take_while(|(a, b)| a == b).count()
         } else {
             self.restarts.push(self.buf.len() as u32);
             self.counter = 0;
@@ -74,8 +71,7 @@ impl BlockBuilder {
         for &r in &self.restarts {
             self.buf.extend_from_slice(&r.to_le_bytes());
         }
-        self.buf
-            .extend_from_slice(&(self.restarts.len() as u32).to_le_bytes());
+        self.buf.extend_from_slice(&(self.restarts.len() as u32).to_le_bytes());
         &mut self.buf
     }
 
@@ -104,8 +100,8 @@ mod tests {
         push_stored_key(&mut key, b"ab", 0x0102);
         b.add(&key, b"x");
         let expected: &[u8] = &[
-            0x00, 0x0A, 0x01, 0x61, 0x62, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFE, 0xFD, 0x78,
-            0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00,
+            0x00, 0x0A, 0x01, 0x61, 0x62, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFE, 0xFD, 0x78, 0x00, 0x00,
+            0x00, 0x00, 0x01, 0x00, 0x00, 0x00,
         ];
         assert_eq!(b.finish().as_slice(), expected);
         b.reset();

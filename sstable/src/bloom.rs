@@ -51,10 +51,7 @@ pub(crate) struct BloomBuilder {
 impl BloomBuilder {
     /// A builder for `bits_per_key` (> 0) bits per key.
     pub(crate) fn new(bits_per_key: u32) -> Self {
-        BloomBuilder {
-            bits_per_key,
-            hashes: Vec::new(),
-        }
+        BloomBuilder { bits_per_key, hashes: Vec::new() }
     }
 
     /// Adds a user key; callers add each distinct user key once.
@@ -113,10 +110,7 @@ impl BloomFilter {
         let Some(line) = self.data.get(line_start..line_start + LINE_BYTES) else {
             return true; // unreachable for a decoded filter; "maybe" is always safe
         };
-        probes(h, self.k).all(|bit| {
-            line.get(bit / 8)
-                .is_some_and(|byte| byte & (1 << (bit % 8)) != 0)
-        })
+        probes(h, self.k).all(|bit| line.get(bit / 8).is_some_and(|byte| byte & (1 << (bit % 8)) != 0))
     }
 
     /// Heap bytes held.
@@ -147,9 +141,7 @@ mod tests {
         for i in 0..10_000u32 {
             assert!(f.may_contain(format!("present-{i}").as_bytes()));
         }
-        let fp = (0..10_000u32)
-            .filter(|i| f.may_contain(format!("absent-{i}").as_bytes()))
-            .count();
+        let fp = (0..10_000u32).filter(|i| f.may_contain(format!("absent-{i}").as_bytes())).count();
         // Theory at 10 bits/key, k = 7: about 0.8 % (a little more for a blocked filter).
         assert!(fp < 200, "false positive rate {fp}/10000 >= 2%");
         println!("false positives: {fp} / 10000");

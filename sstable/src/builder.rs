@@ -54,10 +54,7 @@ struct Output<W: Write> {
 impl<W: Write> Output<W> {
     /// Appends the trailer to `contents`, writes block + trailer, returns the handle.
     fn write_block(&mut self, contents: &mut Vec<u8>) -> Result<BlockHandle, TableError> {
-        let handle = BlockHandle {
-            offset: self.offset,
-            size: contents.len() as u64,
-        };
+        let handle = BlockHandle { offset: self.offset, size: contents.len() as u64 };
         let trailer = block_trailer(contents, self.offset);
         contents.extend_from_slice(&trailer);
         self.write_all(contents)?;
@@ -101,14 +98,9 @@ impl<W: Write> TableBuilder<W> {
     /// Starts a table.
     pub fn new(writer: W, options: TableOptions) -> Self {
         let options = options.sanitized();
-        let bloom =
-            (options.bloom_bits_per_key > 0).then(|| BloomBuilder::new(options.bloom_bits_per_key));
+        let bloom = (options.bloom_bits_per_key > 0).then(|| BloomBuilder::new(options.bloom_bits_per_key));
         TableBuilder {
-            out: Output {
-                writer,
-                offset: 0,
-                failed: false,
-            },
+            out: Output { writer, offset: 0, failed: false },
             data_block: BlockBuilder::new(options.restart_interval),
             index_block: BlockBuilder::new(1),
             options,
@@ -117,10 +109,7 @@ impl<W: Write> TableBuilder<W> {
             key_buf: Vec::new(),
             last_user_key: Vec::new(),
             last_trailer: 0,
-            props: TableProperties {
-                format_version: FORMAT_VERSION,
-                ..TableProperties::default()
-            },
+            props: TableProperties { format_version: FORMAT_VERSION, ..TableProperties::default() },
         }
     }
 
@@ -134,17 +123,12 @@ impl<W: Write> TableBuilder<W> {
             return Err(TableError::invalid_input("table entry larger than 1 GiB"));
         }
         let first = self.props.entry_count == 0;
-        if !first
-            && compare(user_key, trailer, &self.last_user_key, self.last_trailer)
-                != Ordering::Greater
-        {
+        if !first && compare(user_key, trailer, &self.last_user_key, self.last_trailer) != Ordering::Greater {
             return Err(TableError::OutOfOrder);
         }
         if self.index_block.size_estimate() > MAX_INDEX_BYTES {
             // Offsets inside a block are u32: refuse rather than write a broken index.
-            return Err(TableError::invalid_input(
-                "table has too many data blocks (index block over 2 GiB)",
-            ));
+            return Err(TableError::invalid_input("table has too many data blocks (index block over 2 GiB)"));
         }
         if let Some(handle) = self.pending_handle.take() {
             self.add_index_entry(handle, Some(user_key));
@@ -175,11 +159,8 @@ impl<W: Write> TableBuilder<W> {
 
     /// Bytes written or buffered so far (to cut output files at a target size).
     pub fn estimated_size(&self) -> u64 {
-        let buffered = if self.data_block.is_empty() {
-            0
-        } else {
-            self.data_block.size_estimate() + BLOCK_TRAILER_LEN
-        };
+        let buffered =
+            if self.data_block.is_empty() { 0 } else { self.data_block.size_estimate() + BLOCK_TRAILER_LEN };
         self.out.offset + buffered as u64
     }
 
@@ -217,16 +198,11 @@ impl<W: Write> TableBuilder<W> {
     ///
     /// Returns the summary and the writer (flushed, not synced). Duplicate user property
     /// names are rejected with `Io(InvalidInput)`.
-    pub fn finish(
-        mut self,
-        user_properties: &[(&str, &[u8])],
-    ) -> Result<(TableSummary, W), TableError> {
+    pub fn finish(mut self, user_properties: &[(&str, &[u8])]) -> Result<(TableSummary, W), TableError> {
         let mut user = BTreeMap::new();
         for (name, value) in user_properties {
             if user.insert((*name).to_owned(), value.to_vec()).is_some() {
-                return Err(TableError::invalid_input(format!(
-                    "duplicate user property {name:?}"
-                )));
+                return Err(TableError::invalid_input(format!("duplicate user property {name:?}")));
             }
         }
         self.props.user = user;
@@ -280,9 +256,6 @@ impl<W: Write> TableBuilder<W> {
         metaindex.add(PROPERTIES_META_NAME.as_bytes(), &value);
         let metaindex_handle = self.out.write_block(metaindex.finish())?;
         let index_handle = self.out.write_block(&mut index_contents)?;
-        Ok(Footer {
-            metaindex: metaindex_handle,
-            index: index_handle,
-        })
+        Ok(Footer { metaindex: metaindex_handle, index: index_handle })
     }
 }

@@ -91,11 +91,7 @@ impl Shard {
             return; // too big to cache at all, or another reader inserted it first
         }
         self.evict_until_fits(charge);
-        let entry = Entry {
-            block,
-            charge,
-            referenced: false,
-        };
+        let entry = Entry { block, charge, referenced: false };
         self.map.insert(key, entry);
         self.ring.push(key);
         self.usage += charge;
@@ -145,18 +141,9 @@ impl BlockCache {
             num_shards /= 2;
         }
         let per_shard = capacity_bytes / num_shards;
-        let shards = (0..num_shards)
-            .map(|_| {
-                Mutex::new(Shard {
-                    capacity: per_shard,
-                    ..Shard::default()
-                })
-            })
-            .collect();
-        BlockCache {
-            shards,
-            capacity: capacity_bytes,
-        }
+        let shards =
+            (0..num_shards).map(|_| Mutex::new(Shard { capacity: per_shard, ..Shard::default() })).collect();
+        BlockCache { shards, capacity: capacity_bytes }
     }
 
     /// The configured capacity in bytes.
@@ -190,9 +177,7 @@ impl BlockCache {
 
     /// The cached block, counting a hit or a miss.
     pub(crate) fn lookup(&self, table_id: u64, offset: u64) -> Option<Arc<Block>> {
-        self.shard((table_id, offset))?
-            .lock()
-            .lookup((table_id, offset))
+        self.shard((table_id, offset))?.lock().lookup((table_id, offset))
     }
 
     /// Caches a block (if it fits), evicting others as needed.

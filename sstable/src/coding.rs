@@ -121,10 +121,7 @@ mod tests {
         assert_eq!(get_varint64(&ok), Some((u64::MAX, 10)));
         // u32: fifth byte above 0x0f overflows.
         assert_eq!(get_varint32(&[0xff, 0xff, 0xff, 0xff, 0x1f]), None);
-        assert_eq!(
-            get_varint32(&[0xff, 0xff, 0xff, 0xff, 0x0f]),
-            Some((u32::MAX, 5))
-        );
+        assert_eq!(get_varint32(&[0xff, 0xff, 0xff, 0xff, 0x0f]), Some((u32::MAX, 5)));
     }
 
     #[test]

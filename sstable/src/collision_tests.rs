@@ -19,11 +19,7 @@ fn build_with(
     restart_interval: usize,
     value_len: impl Fn(u64) -> usize,
 ) -> (Vec<u8>, Vec<(Vec<u8>, u64)>) {
-    let opts = TableOptions {
-        block_size,
-        restart_interval,
-        bloom_bits_per_key: 10,
-    };
+    let opts = TableOptions { block_size, restart_interval, bloom_bits_per_key: 10 };
     let mut b = TableBuilder::new(Vec::new(), opts);
     let mut keys = Vec::new();
     for i in 0..n {
@@ -136,10 +132,7 @@ fn resealed_corruption_never_panics() {
     }
     // Data blocks are most of the file and are only checked when read: most damaged
     // files still open, so the scans above really ran over damaged blocks.
-    assert!(
-        opened * 2 > runs,
-        "only {opened} of {runs} damaged tables opened"
-    );
+    assert!(opened * 2 > runs, "only {opened} of {runs} damaged tables opened");
 }
 
 /// Several random byte changes per block (random values, so multi-byte varints and huge

@@ -33,11 +33,7 @@ pub enum TableError {
 impl TableError {
     /// A [`TableError::Corruption`].
     pub(crate) fn corruption(file: &str, offset: u64, reason: impl Into<String>) -> Self {
-        TableError::Corruption {
-            file: file.to_owned(),
-            offset,
-            reason: reason.into(),
-        }
+        TableError::Corruption { file: file.to_owned(), offset, reason: reason.into() }
     }
 
     /// An [`io::ErrorKind::InvalidInput`] error for a bad builder argument.
@@ -48,21 +44,16 @@ impl TableError {
     /// Wraps a read error so that its message names the file and offset.
     pub(crate) fn read_error(file: &str, offset: u64, err: io::Error) -> Self {
         let kind = err.kind();
-        TableError::Io(io::Error::new(
-            kind,
-            format!("{file}: read at offset {offset} failed: {err}"),
-        ))
+        TableError::Io(io::Error::new(kind, format!("{file}: read at offset {offset} failed: {err}")))
     }
 }
 
 impl fmt::Display for TableError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            TableError::Corruption {
-                file,
-                offset,
-                reason,
-            } => write!(f, "corrupt table {file} at offset {offset}: {reason}"),
+            TableError::Corruption { file, offset, reason } => {
+                write!(f, "corrupt table {file} at offset {offset}: {reason}")
+            }
             TableError::Unsupported { file, version } => {
                 write!(f, "table {file} has unsupported format version {version}")
             }

@@ -74,9 +74,7 @@ impl BlockHandle {
 
     /// The file offset just past the block's trailer; `None` on overflow.
     pub(crate) fn end(&self) -> Option<u64> {
-        self.offset
-            .checked_add(self.size)?
-            .checked_add(BLOCK_TRAILER_LEN as u64)
+        self.offset.checked_add(self.size)?.checked_add(BLOCK_TRAILER_LEN as u64)
     }
 }
 
@@ -98,12 +96,7 @@ impl Footer {
     /// The footer bytes with an arbitrary version (tests write unknown versions).
     pub(crate) fn encode_with_version(&self, version: u32) -> [u8; FOOTER_LEN] {
         let mut buf = Vec::with_capacity(FOOTER_LEN);
-        for v in [
-            self.metaindex.offset,
-            self.metaindex.size,
-            self.index.offset,
-            self.index.size,
-        ] {
+        for v in [self.metaindex.offset, self.metaindex.size, self.index.offset, self.index.size] {
             buf.extend_from_slice(&v.to_le_bytes());
         }
         buf.extend_from_slice(&version.to_le_bytes());
@@ -134,24 +127,15 @@ impl Footer {
         }
         let version = get_u32_le(buf, 32).ok_or_else(|| corrupt("short footer"))?;
         if version != FORMAT_VERSION {
-            return Err(TableError::Unsupported {
-                file: file.to_owned(),
-                version,
-            });
+            return Err(TableError::Unsupported { file: file.to_owned(), version });
         }
         if buf.get(36) != Some(&CHECKSUM_KIND_CRC32_CONTEXT) {
             return Err(corrupt("unknown checksum kind"));
         }
         let field = |pos: usize| get_u64_le(buf, pos).ok_or_else(|| corrupt("short footer"));
         Ok(Footer {
-            metaindex: BlockHandle {
-                offset: field(0)?,
-                size: field(8)?,
-            },
-            index: BlockHandle {
-                offset: field(16)?,
-                size: field(24)?,
-            },
+            metaindex: BlockHandle { offset: field(0)?, size: field(8)? },
+            index: BlockHandle { offset: field(16)?, size: field(24)? },
         })
     }
 }
@@ -172,11 +156,10 @@ pub(crate) fn read_block(
         .end()
         .filter(|&end| end <= limit)
         .ok_or_else(|| corrupt(format!("block handle (size {}) out of range", handle.size)))?;
-    let total = usize::try_from(end - offset)
-        .map_err(|_| corrupt("block too large for this platform".into()))?;
+    let total =
+        usize::try_from(end - offset).map_err(|_| corrupt("block too large for this platform".into()))?;
     let mut buf = vec![0u8; total];
-    file.read_exact_at(&mut buf, offset)
-        .map_err(|e| TableError::read_error(name, offset, e))?;
+    file.read_exact_at(&mut buf, offset).map_err(|e| TableError::read_error(name, offset, e))?;
     let size = total - BLOCK_TRAILER_LEN;
     let (contents, trailer) = buf.split_at_checked(size).unwrap_or_default();
     let block_type = trailer.first().copied().unwrap_or(u8::MAX);
@@ -199,44 +182,25 @@ mod tests {
     #[test]
     fn footer_round_trip() {
         let f = Footer {
-            metaindex: BlockHandle {
-                offset: 1234,
-                size: 56,
-            },
-            index: BlockHandle {
-                offset: u64::MAX,
-                size: 7,
-            },
+            metaindex: BlockHandle { offset: 1234, size: 56 },
+            index: BlockHandle { offset: u64::MAX, size: 7 },
         };
         let bytes = f.encode();
         assert_eq!(Footer::decode(&bytes, "t", 0).unwrap(), f);
         let bad = f.encode_with_version(2);
-        assert!(matches!(
-            Footer::decode(&bad, "t", 0),
-            Err(TableError::Unsupported { version: 2, .. })
-        ));
+        assert!(matches!(Footer::decode(&bad, "t", 0), Err(TableError::Unsupported { version: 2, .. })));
     }
 
     #[test]
     fn handle_decoding_is_exact() {
-        let h = BlockHandle {
-            offset: 300,
-            size: 1 << 40,
-        };
+        let h = BlockHandle { offset: 300, size: 1 << 40 };
         let mut buf = Vec::new();
         h.encode_to(&mut buf);
         assert_eq!(BlockHandle::decode(&buf), Some(h));
         buf.push(0);
         assert_eq!(BlockHandle::decode(&buf), None);
         assert_eq!(BlockHandle::decode(&[]), None);
-        assert_eq!(
-            BlockHandle {
-                offset: u64::MAX,
-                size: 1
-            }
-            .end(),
-            None
-        );
+        assert_eq!(BlockHandle { offset: u64::MAX, size: 1 }.end(), None);
     }
 
     #[test]

@@ -11,16 +11,12 @@ const PRIME64_5: u64 = 0x27D4_EB2F_1656_67C5;
 
 #[inline]
 fn round(acc: u64, lane: u64) -> u64 {
-    acc.wrapping_add(lane.wrapping_mul(PRIME64_2))
-        .rotate_left(31)
-        .wrapping_mul(PRIME64_1)
+    acc.wrapping_add(lane.wrapping_mul(PRIME64_2)).rotate_left(31).wrapping_mul(PRIME64_1)
 }
 
 #[inline]
 fn merge_round(acc: u64, val: u64) -> u64 {
-    (acc ^ round(0, val))
-        .wrapping_mul(PRIME64_1)
-        .wrapping_add(PRIME64_4)
+    (acc ^ round(0, val)).wrapping_mul(PRIME64_1).wrapping_add(PRIME64_4)
 }
 
 #[inline]
@@ -65,26 +61,17 @@ fn stripes(input: &[u8], seed: u64) -> (u64, &[u8]) {
 
 /// XXH64 of `input` with `seed`.
 pub fn xxh64(input: &[u8], seed: u64) -> u64 {
-    let (mut h, mut tail) = if input.len() >= 32 {
-        stripes(input, seed)
-    } else {
-        (seed.wrapping_add(PRIME64_5), input)
-    };
+    let (mut h, mut tail) =
+        if input.len() >= 32 { stripes(input, seed) } else { (seed.wrapping_add(PRIME64_5), input) };
     h = h.wrapping_add(input.len() as u64);
     while tail.len() >= 8 {
         h ^= round(0, read_u64(tail));
-        h = h
-            .rotate_left(27)
-            .wrapping_mul(PRIME64_1)
-            .wrapping_add(PRIME64_4);
+        h = h.rotate_left(27).wrapping_mul(PRIME64_1).wrapping_add(PRIME64_4);
         tail = tail.get(8..).unwrap_or_default();
     }
     if tail.len() >= 4 {
         h ^= read_u32(tail).wrapping_mul(PRIME64_1);
-        h = h
-            .rotate_left(23)
-            .wrapping_mul(PRIME64_2)
-            .wrapping_add(PRIME64_3);
+        h = h.rotate_left(23).wrapping_mul(PRIME64_2).wrapping_add(PRIME64_3);
         tail = tail.get(4..).unwrap_or_default();
     }
     for &byte in tail {

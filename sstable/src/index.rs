@@ -40,11 +40,7 @@ fn prefix_value(user: &[u8], from: usize) -> u64 {
 impl IndexBlock {
     /// Builds the prefix array; `Err` if a restart key is malformed.
     pub(crate) fn new(block: Block) -> Result<IndexBlock, &'static str> {
-        let count = if block.is_empty() {
-            0
-        } else {
-            block.num_restarts()
-        };
+        let count = if block.is_empty() { 0 } else { block.num_restarts() };
         let mut users = Vec::with_capacity(count);
         for i in 0..count {
             let key = block.restart_key(i, true).ok_or("malformed index entry")?;
@@ -58,17 +54,9 @@ impl IndexBlock {
                 common_len = common_len.min(same.count());
             }
         }
-        let common = users
-            .first()
-            .and_then(|u| u.get(..common_len))
-            .unwrap_or_default()
-            .to_vec();
+        let common = users.first().and_then(|u| u.get(..common_len)).unwrap_or_default().to_vec();
         let prefixes = users.iter().map(|u| prefix_value(u, common_len)).collect();
-        Ok(IndexBlock {
-            block: Arc::new(block),
-            common,
-            prefixes,
-        })
+        Ok(IndexBlock { block: Arc::new(block), common, prefixes })
     }
 
     /// The block itself.

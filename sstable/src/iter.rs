@@ -26,12 +26,7 @@ impl TableIter {
     pub(crate) fn new(table: Arc<Table>) -> Self {
         let index = BlockIter::new(Arc::clone(table.index().block()), true);
         let data = BlockIter::new(Arc::clone(table.empty_block()), true);
-        TableIter {
-            table,
-            index,
-            data,
-            data_offset: None,
-        }
+        TableIter { table, index, data, data_offset: None }
     }
 
     /// Whether positioned at an entry.
@@ -142,17 +137,12 @@ impl TableIter {
             self.data.invalidate();
             return Ok(false);
         }
-        let loaded = self
-            .table
-            .decode_handle(self.index.value())
-            .and_then(|handle| {
-                if self.data_offset == Some(handle.offset) {
-                    return Ok(None); // already loaded: keep it (and the cache untouched)
-                }
-                self.table
-                    .load_block(handle)
-                    .map(|b| Some((handle.offset, b)))
-            });
+        let loaded = self.table.decode_handle(self.index.value()).and_then(|handle| {
+            if self.data_offset == Some(handle.offset) {
+                return Ok(None); // already loaded: keep it (and the cache untouched)
+            }
+            self.table.load_block(handle).map(|b| Some((handle.offset, b)))
+        });
         match loaded {
             Ok(Some((offset, block))) => {
                 self.data.reset(block);

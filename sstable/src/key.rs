@@ -80,11 +80,7 @@ pub(crate) fn compare_stored(stored: &[u8], user: &[u8], trailer: u64) -> Orderi
 /// `s`), it is an index separator: >= every key of the block ending in `last_user` and
 /// < every key of the next block, which starts with `next_user`.
 pub(crate) fn shortest_separator(last_user: &[u8], next_user: &[u8]) -> Option<Vec<u8>> {
-    let common = last_user
-        .iter()
-        .zip(next_user)
-        .take_while(|(a, b)| a == b)
-        .count();
+    let common = last_user.iter().zip(next_user).take_while(|(a, b)| a == b).count();
     let last_byte = *last_user.get(common)?;
     let next_byte = *next_user.get(common)?;
     // Incrementing must keep the byte strictly below `next_byte` (so s < next_user), and
@@ -159,10 +155,7 @@ mod tests {
                 assert!(s.len() < last.len());
             }
         }
-        assert_eq!(
-            shortest_separator(b"helloworld", b"hellz"),
-            Some(b"hellp".to_vec())
-        );
+        assert_eq!(shortest_separator(b"helloworld", b"hellz"), Some(b"hellp".to_vec()));
         assert_eq!(shortest_separator(b"abc", b"abd"), None);
     }
 }

@@ -17,11 +17,7 @@ pub struct TableOptions {
 
 impl Default for TableOptions {
     fn default() -> Self {
-        TableOptions {
-            block_size: 4096,
-            restart_interval: 16,
-            bloom_bits_per_key: 10,
-        }
+        TableOptions { block_size: 4096, restart_interval: 16, bloom_bits_per_key: 10 }
     }
 }
 

@@ -126,8 +126,8 @@ impl TableProperties {
     /// Records one property; returns the known name it set, if any.
     fn apply(&mut self, key: &[u8], value: &[u8]) -> Result<Option<&'static str>, String> {
         if let Some(user_name) = key.strip_prefix(USER_PREFIX.as_bytes()) {
-            let name = std::str::from_utf8(user_name)
-                .map_err(|_| "user property name is not UTF-8".to_string())?;
+            let name =
+                std::str::from_utf8(user_name).map_err(|_| "user property name is not UTF-8".to_string())?;
             self.user.insert(name.to_owned(), value.to_vec());
             return Ok(None);
         }
@@ -141,8 +141,7 @@ impl TableProperties {
         match name {
             FORMAT_VERSION => {
                 let v = decode_number(FORMAT_VERSION, value)?;
-                self.format_version =
-                    u32::try_from(v).map_err(|_| "bad format_version".to_string())?;
+                self.format_version = u32::try_from(v).map_err(|_| "bad format_version".to_string())?;
                 Ok(Some(FORMAT_VERSION))
             }
             SMALLEST_KEY => {

@@ -8,9 +8,7 @@ use crate::bloom::BloomFilter;
 use crate::builder::{FILTER_META_NAME, PROPERTIES_META_NAME};
 use crate::cache::BlockCache;
 use crate::error::TableError;
-use crate::format::{
-    read_block, BlockHandle, Footer, BLOCK_TRAILER_LEN, FOOTER_LEN, FORMAT_VERSION,
-};
+use crate::format::{read_block, BlockHandle, Footer, BLOCK_TRAILER_LEN, FOOTER_LEN, FORMAT_VERSION};
 use crate::index::IndexBlock;
 use crate::iter::TableIter;
 use crate::key::split_stored_key;
@@ -53,9 +51,7 @@ impl Table {
         name: String,
         cache: Option<Arc<BlockCache>>,
     ) -> Result<Arc<Table>, TableError> {
-        let file_size = file
-            .size()
-            .map_err(|e| TableError::read_error(&name, 0, e))?;
+        let file_size = file.size().map_err(|e| TableError::read_error(&name, 0, e))?;
         let footer = read_footer(&*file, &name, file_size)?;
         let index_bytes = read_block(&*file, &name, footer.index, file_size)?;
         let index = Block::new(index_bytes)
@@ -76,9 +72,7 @@ impl Table {
             }
             None => None,
         };
-        let data_end = meta.filter.map_or(meta.properties.offset, |f| {
-            f.offset.min(meta.properties.offset)
-        });
+        let data_end = meta.filter.map_or(meta.properties.offset, |f| f.offset.min(meta.properties.offset));
         let trailer = BLOCK_TRAILER_LEN as u64;
         let consistent = properties.data_bytes == data_end
             && properties.format_version == FORMAT_VERSION
@@ -86,11 +80,7 @@ impl Table {
             && properties.filter_bytes == meta.filter.map_or(0, |h| h.size + trailer);
         if !consistent {
             let reason = "properties disagree with the file layout";
-            return Err(TableError::corruption(
-                &name,
-                meta.properties.offset,
-                reason,
-            ));
+            return Err(TableError::corruption(&name, meta.properties.offset, reason));
         }
         Ok(Arc::new(Table {
             file,
@@ -114,11 +104,7 @@ impl Table {
 
     /// First entry at or after (`user_key`, `max_trailer`) *if* its user key equals `user_key`:
     /// i.e. the newest version whose trailer is <= `max_trailer`. Consults the bloom filter.
-    pub fn get(
-        &self,
-        user_key: &[u8],
-        max_trailer: u64,
-    ) -> Result<Option<(u64, Vec<u8>)>, TableError> {
+    pub fn get(&self, user_key: &[u8], max_trailer: u64) -> Result<Option<(u64, Vec<u8>)>, TableError> {
         if !self.may_contain(user_key) {
             return Ok(None);
         }
@@ -206,9 +192,8 @@ impl Table {
 
     /// Decodes an index entry's value.
     pub(crate) fn decode_handle(&self, value: &[u8]) -> Result<BlockHandle, TableError> {
-        BlockHandle::decode(value).ok_or_else(|| {
-            TableError::corruption(&self.name, self.index_offset, "bad block handle in index")
-        })
+        BlockHandle::decode(value)
+            .ok_or_else(|| TableError::corruption(&self.name, self.index_offset, "bad block handle in index"))
     }
 
     pub(crate) fn index_corruption(&self) -> TableError {
@@ -227,8 +212,7 @@ impl Table {
             }
         }
         let bytes = read_block(&*self.file, &self.name, handle, self.data_end)?;
-        let block =
-            Block::new(bytes).map_err(|r| TableError::corruption(&self.name, handle.offset, r))?;
+        let block = Block::new(bytes).map_err(|r| TableError::corruption(&self.name, handle.offset, r))?;
         let block = Arc::new(block);
         if let Some(cache) = &self.cache {
             cache.insert(self.id, handle.offset, Arc::clone(&block));
@@ -298,8 +282,7 @@ pub(crate) fn read_metaindex(
         return Err(corrupt("malformed metaindex block"));
     }
     let properties = properties.ok_or_else(|| corrupt("missing properties block"))?;
-    let ends_before_meta =
-        |h: &BlockHandle| h.end().is_some_and(|end| end <= footer.metaindex.offset);
+    let ends_before_meta = |h: &BlockHandle| h.end().is_some_and(|end| end <= footer.metaindex.offset);
     if !ends_before_meta(&properties) || !filter.as_ref().is_none_or(ends_before_meta) {
         return Err(corrupt("meta block handle out of range"));
     }

@@ -49,10 +49,7 @@ mod tests {
     #[test]
     fn checksum_binds_segment_number() {
         let tail = [3, 0, 1, 0, 0, 0, 0];
-        assert_ne!(
-            chunk_checksum(1, &tail, b"abc"),
-            chunk_checksum(2, &tail, b"abc")
-        );
+        assert_ne!(chunk_checksum(1, &tail, b"abc"), chunk_checksum(2, &tail, b"abc"));
         let mut h = crc32fast::Hasher::new();
         h.update(&7u64.to_le_bytes());
         h.update(&tail);

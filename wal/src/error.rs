@@ -47,26 +47,20 @@ pub enum WalError {
 impl fmt::Display for WalError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            WalError::Corruption {
-                file,
-                offset,
-                reason,
-            } => write!(f, "log corruption in {file} at offset {offset}: {reason}"),
-            WalError::Unsupported { file, version } => write!(
-                f,
-                "unsupported log segment format in {file} (format version {version})"
-            ),
+            WalError::Corruption { file, offset, reason } => {
+                write!(f, "log corruption in {file} at offset {offset}: {reason}")
+            }
+            WalError::Unsupported { file, version } => {
+                write!(f, "unsupported log segment format in {file} (format version {version})")
+            }
             WalError::Io(e) => write!(f, "log I/O error: {e}"),
             WalError::Poisoned => f.write_str("log is poisoned by an earlier failed write or sync"),
-            WalError::RecordTooLarge { len } => write!(
-                f,
-                "log record of {len} bytes exceeds the maximum of {} bytes",
-                crate::MAX_RECORD_SIZE
-            ),
-            WalError::SegmentFull { offset, len } => write!(
-                f,
-                "log record of {len} bytes at offset {offset} does not fit in the segment"
-            ),
+            WalError::RecordTooLarge { len } => {
+                write!(f, "log record of {len} bytes exceeds the maximum of {} bytes", crate::MAX_RECORD_SIZE)
+            }
+            WalError::SegmentFull { offset, len } => {
+                write!(f, "log record of {len} bytes at offset {offset} does not fit in the segment")
+            }
             WalError::Closed => f.write_str("log segment is already sealed or closed"),
         }
     }

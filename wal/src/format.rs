@@ -106,13 +106,7 @@ impl RawHeader {
 ///
 /// The caller guarantees that the chunk fits in the rest of its block, so
 /// `payload.len()` is below `BLOCK_SIZE` and fits the u16 length field.
-pub(crate) fn encode_chunk(
-    buf: &mut Vec<u8>,
-    segment: u64,
-    kind: ChunkType,
-    synced_to: u32,
-    payload: &[u8],
-) {
+pub(crate) fn encode_chunk(buf: &mut Vec<u8>, segment: u64, kind: ChunkType, synced_to: u32, payload: &[u8]) {
     debug_assert!(payload.len() <= BLOCK_SIZE - HEADER_SIZE);
     let header = RawHeader {
         checksum: 0,
@@ -165,9 +159,7 @@ pub(crate) fn decode_segment_header(payload: &[u8]) -> Option<SegmentHeader> {
 
 /// Offset of the first block boundary strictly after `pos`.
 pub(crate) fn next_block_start(pos: usize) -> usize {
-    (pos / BLOCK_SIZE)
-        .saturating_add(1)
-        .saturating_mul(BLOCK_SIZE)
+    (pos / BLOCK_SIZE).saturating_add(1).saturating_mul(BLOCK_SIZE)
 }
 
 /// A chunk whose framing and checksum verified.
@@ -238,12 +230,7 @@ pub(crate) fn parse_chunk(data: &[u8], pos: usize, segment: u64) -> Parsed<'_> {
     if synced_to > pos as u64 {
         return Parsed::Damaged("synced_to beyond the chunk's own offset");
     }
-    Parsed::Chunk(Chunk {
-        kind,
-        payload,
-        synced_to,
-        end,
-    })
+    Parsed::Chunk(Chunk { kind, payload, synced_to, end })
 }
 
 /// Whether `pos` lies in a block trailer too short for a chunk header.
@@ -300,18 +287,10 @@ mod tests {
         encode_chunk(&mut late, 3, ChunkType::Full, 1, b"");
         assert!(matches!(parse_chunk(&late, 0, 3), Parsed::Damaged(_)));
         // Unknown type with a valid checksum.
-        let h = RawHeader {
-            checksum: 0,
-            length: 0,
-            kind: 7,
-            synced_to: 0,
-        };
+        let h = RawHeader { checksum: 0, length: 0, kind: 7, synced_to: 0 };
         let mut raw = chunk_checksum(3, &h.tail(), b"").to_le_bytes().to_vec();
         raw.extend_from_slice(&h.tail());
-        assert!(matches!(
-            parse_chunk(&raw, 0, 3),
-            Parsed::Damaged("unknown chunk type")
-        ));
+        assert!(matches!(parse_chunk(&raw, 0, 3), Parsed::Damaged("unknown chunk type")));
     }
 
     #[test]

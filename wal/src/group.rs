@@ -7,7 +7,12 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use parking_lot::{Condvar, Mutex, MutexGuard};
+use parking_lot::{Mutex, MutexGuard};
+// The group-commit state uses the standard library's mutex and condition variable on
+// purpose: `notify_all` there wakes every waiter at once, while parking_lot's requeues
+// them onto the mutex and wakes them one after another, which on a VM (tens of µs per
+// wake-up) serialises the followers of a group commit and halves its size.
+use std::sync::{Condvar as StdCondvar, Mutex as StdMutex, MutexGuard as StdMutexGuard, PoisonError};
 
 use crate::error::WalError;
 use crate::file::SegmentDir;
@@ -55,8 +60,10 @@ struct Active<F: crate::LogFile> {
     earlier: WalStats,
 }
 
-/// Group-commit state. Invariant: `synced <= written`, both only grow.
+/// Group-commit state. Invariant: `synced <= written <= appended`, all only grow.
 struct SyncState<F> {
+    /// End of the accepted records (written or deferred).
+    appended: u64,
     /// End of the data handed to the OS.
     written: u64,
     /// End of the data known durable.
@@ -73,9 +80,9 @@ pub struct Wal<D: SegmentDir> {
     dir: D,
     options: WalOptions,
     active: Mutex<Active<D::File>>,
-    sync: Mutex<SyncState<D::File>>,
+    sync: StdMutex<SyncState<D::File>>,
     /// Signalled whenever a sync finishes (successfully or not) or `synced` moves.
-    synced_cv: Condvar,
+    synced_cv: StdCondvar,
     /// Set after any failed write or sync; never cleared.
     poisoned: AtomicBool,
     group_syncs: AtomicU64,
@@ -83,9 +90,7 @@ pub struct Wal<D: SegmentDir> {
 
 impl<D: SegmentDir> std::fmt::Debug for Wal<D> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Wal")
-            .field("poisoned", &self.is_poisoned())
-            .finish_non_exhaustive()
+        f.debug_struct("Wal").field("poisoned", &self.is_poisoned()).finish_non_exhaustive()
     }
 }
 
@@ -97,6 +102,7 @@ impl<D: SegmentDir> Wal<D> {
         let writer = LogWriter::create(file, segment_number, options.clone())?;
         dir.sync_dir()?;
         let sync = SyncState {
+            appended: writer.offset(),
             written: writer.offset(),
             synced: 0,
             in_progress: false,
@@ -106,14 +112,9 @@ impl<D: SegmentDir> Wal<D> {
         Ok(Wal {
             dir,
             options,
-            active: Mutex::new(Active {
-                writer,
-                base: 0,
-                closed: false,
-                earlier: WalStats::default(),
-            }),
-            sync: Mutex::new(sync),
-            synced_cv: Condvar::new(),
+            active: Mutex::new(Active { writer, base: 0, closed: false, earlier: WalStats::default() }),
+            sync: StdMutex::new(sync),
+            synced_cv: StdCondvar::new(),
             poisoned: AtomicBool::new(false),
             group_syncs: AtomicU64::new(0),
         })
@@ -125,13 +126,24 @@ impl<D: SegmentDir> Wal<D> {
     /// then retry) leave the log usable; an I/O error poisons it.
     pub fn append(&self, payload: &[u8]) -> Result<LogPosition, WalError> {
         let mut active = self.lock_active()?;
-        let end = active
-            .writer
-            .add_record(payload)
-            .map_err(|e| self.poison_on_io(e))?;
+        let end = active.writer.add_record(payload).map_err(|e| self.poison_on_io(e))?;
         let pos = active.base + end;
-        // Still under `active`: `written` advances in append order.
-        self.sync.lock().written = pos;
+        // Still under `active`: the positions advance in append order.
+        let mut st = self.lock_sync();
+        st.appended = pos;
+        st.written = pos;
+        Ok(LogPosition(pos))
+    }
+
+    /// Appends one record without writing it yet; returns its end position. It reaches
+    /// the OS with the next sync (which writes everything deferred with one write), the
+    /// next [`Wal::append`], a rotation or `close`. Meant for records whose caller will
+    /// wait in [`Wal::sync_to`] anyway: the syncer then writes them in one go.
+    pub fn append_deferred(&self, payload: &[u8]) -> Result<LogPosition, WalError> {
+        let mut active = self.lock_active()?;
+        let end = active.writer.add_record_deferred(payload).map_err(|e| self.poison_on_io(e))?;
+        let pos = active.base + end;
+        self.lock_sync().appended = pos;
         Ok(LogPosition(pos))
     }
 
@@ -143,13 +155,20 @@ impl<D: SegmentDir> Wal<D> {
     /// write or sync has failed (even for positions synced before), and with
     /// an `InvalidInput` I/O error for a position beyond the written data.
     pub fn sync_to(&self, pos: LogPosition) -> Result<(), WalError> {
-        let mut st = self.sync.lock();
+        self.sync_to_gathering(pos, || {})
+    }
+
+    /// [`Wal::sync_to`], calling `gather` (with no lock held) each time this caller is
+    /// about to start an `fdatasync`: the caller can wait there briefly for records it
+    /// knows are about to be appended, so that the sync covers them too.
+    pub fn sync_to_gathering(&self, pos: LogPosition, mut gather: impl FnMut()) -> Result<(), WalError> {
+        let mut st = self.lock_sync();
         loop {
             self.check_poisoned()?;
             if st.synced >= pos.0 {
                 return Ok(());
             }
-            if pos.0 > st.written {
+            if pos.0 > st.appended {
                 return Err(WalError::Io(std::io::Error::new(
                     std::io::ErrorKind::InvalidInput,
                     "sync_to a position beyond the written data",
@@ -157,23 +176,50 @@ impl<D: SegmentDir> Wal<D> {
             }
             if st.in_progress {
                 // The running sync may not cover `pos`; re-check when it ends.
-                self.synced_cv.wait(&mut st);
+                st = self.synced_cv.wait(st).unwrap_or_else(PoisonError::into_inner);
                 continue;
             }
-            self.run_sync(&mut st)?;
+            drop(st);
+            gather();
+            st = self.lock_sync();
+            if st.in_progress || st.synced >= pos.0 {
+                // Another caller started (or finished) a sync meanwhile.
+                continue;
+            }
+            st = self.run_sync(st)?;
         }
     }
 
-    /// Becomes the syncer: syncs everything written so far with the lock
-    /// released, then publishes the result to all waiters.
-    fn run_sync(&self, st: &mut MutexGuard<'_, SyncState<D::File>>) -> Result<(), WalError> {
+    /// Becomes the syncer: writes the deferred records, syncs everything written so
+    /// far with the lock released, then publishes the result to all waiters.
+    fn run_sync<'a>(
+        &'a self,
+        mut st: StdMutexGuard<'a, SyncState<D::File>>,
+    ) -> Result<StdMutexGuard<'a, SyncState<D::File>>, WalError> {
         st.in_progress = true;
+        if st.written < st.appended {
+            // Write the deferred records first (lock order: `active`, then `sync`).
+            drop(st);
+            let flushed = self.flush_deferred();
+            st = self.lock_sync();
+            match flushed {
+                Ok(written) => st.written = st.written.max(written),
+                Err(e) => {
+                    st.in_progress = false;
+                    drop(st);
+                    self.synced_cv.notify_all();
+                    return Err(e);
+                }
+            }
+        }
         let target = st.written;
         let segment = Arc::clone(&st.segment);
         // `written >= base` always holds: `base` is where `written` started
         // for this segment.
         let segment_target = target - st.base;
-        let result = MutexGuard::unlocked(st, || segment.sync_through(segment_target));
+        drop(st);
+        let result = segment.sync_through(segment_target);
+        let mut st = self.lock_sync();
         st.in_progress = false;
         let outcome = match result {
             Ok(()) => {
@@ -188,9 +234,22 @@ impl<D: SegmentDir> Wal<D> {
                 Err(WalError::Io(e))
             }
         };
-        // Waiters re-check `synced` / poisoning once we release the lock.
+        // Waiters re-check `synced` / poisoning.
         self.synced_cv.notify_all();
-        outcome
+        outcome.map(|()| st)
+    }
+
+    /// The group-commit state; a panic elsewhere while holding it leaves it consistent
+    /// (every update is a single assignment), so a poisoned lock is simply taken over.
+    fn lock_sync(&self) -> StdMutexGuard<'_, SyncState<D::File>> {
+        self.sync.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Writes the deferred records of the current segment; returns the written position.
+    fn flush_deferred(&self) -> Result<u64, WalError> {
+        let mut active = self.active.lock();
+        active.writer.flush().map_err(|e| self.poison_on_io(e))?;
+        Ok(active.base + active.writer.offset())
     }
 
     /// Seals and syncs the current segment, then continues in a new one.
@@ -198,22 +257,18 @@ impl<D: SegmentDir> Wal<D> {
         let mut active = self.lock_active()?;
         active.writer.seal().map_err(|e| self.poison_on_io(e))?;
         let old_end = active.base + active.writer.offset();
-        let file = self
-            .dir
-            .create_segment(new_segment_number)
-            .map_err(|e| self.poison_on_io(e.into()))?;
+        let file = self.dir.create_segment(new_segment_number).map_err(|e| self.poison_on_io(e.into()))?;
         let writer = LogWriter::create(file, new_segment_number, self.options.clone())
             .map_err(|e| self.poison_on_io(e))?;
-        self.dir
-            .sync_dir()
-            .map_err(|e| self.poison_on_io(e.into()))?;
+        self.dir.sync_dir().map_err(|e| self.poison_on_io(e.into()))?;
         let old = std::mem::replace(&mut active.writer, writer);
         active.earlier = active.earlier.plus(old.stats());
         active.base = old_end;
-        let mut st = self.sync.lock();
+        let mut st = self.lock_sync();
         // The seal synced the whole old segment.
         st.synced = st.synced.max(old_end);
         st.written = old_end + active.writer.offset();
+        st.appended = st.written;
         st.segment = active.writer.shared();
         st.base = old_end;
         self.synced_cv.notify_all();
@@ -232,8 +287,9 @@ impl<D: SegmentDir> Wal<D> {
         active.writer.seal().map_err(|e| self.poison_on_io(e))?;
         active.closed = true;
         let end = active.base + active.writer.offset();
-        let mut st = self.sync.lock();
+        let mut st = self.lock_sync();
         st.written = end;
+        st.appended = end;
         st.synced = st.synced.max(end);
         self.synced_cv.notify_all();
         Ok(())
@@ -244,14 +300,15 @@ impl<D: SegmentDir> Wal<D> {
         self.active.lock().writer.segment_number()
     }
 
-    /// End of written data.
+    /// End of the appended records (deferred ones included): `sync_to` this position
+    /// makes everything appended so far durable.
     pub fn written_position(&self) -> LogPosition {
-        LogPosition(self.sync.lock().written)
+        LogPosition(self.lock_sync().appended)
     }
 
     /// End of the data known to be durable.
     pub fn synced_position(&self) -> LogPosition {
-        LogPosition(self.sync.lock().synced)
+        LogPosition(self.lock_sync().synced)
     }
 
     /// Whether a failed write or sync poisoned the log.

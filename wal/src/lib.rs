@@ -75,12 +75,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 // Decoding must never panic on any input; the writer keeps the same discipline.
-#![deny(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    clippy::panic
-)]
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic)]
 
 mod crc;
 mod error;
@@ -96,8 +91,8 @@ mod writer;
 pub use error::WalError;
 pub use file::{LogFile, SegmentDir};
 pub use format::{
-    BLOCK_SIZE, CHECKSUM_CRC32_MASKED, FORMAT_VERSION, HEADER_SIZE, MAX_RECORD_SIZE,
-    MAX_SEGMENT_SIZE, SEGMENT_MAGIC,
+    BLOCK_SIZE, CHECKSUM_CRC32_MASKED, FORMAT_VERSION, HEADER_SIZE, MAX_RECORD_SIZE, MAX_SEGMENT_SIZE,
+    SEGMENT_MAGIC,
 };
 pub use group::{LogPosition, Wal, WalStats};
 pub use mem::{MemLogFile, MemSegmentDir};

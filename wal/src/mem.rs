@@ -26,10 +26,7 @@ impl MemLogFile {
 
     /// A file holding `bytes`.
     pub fn from_bytes(bytes: Vec<u8>) -> Self {
-        MemLogFile {
-            data: Mutex::new(bytes),
-            ..Self::default()
-        }
+        MemLogFile { data: Mutex::new(bytes), ..Self::default() }
     }
 
     /// A copy of the current contents.
@@ -79,9 +76,7 @@ impl std::fmt::Debug for MemLogFile {
 
 /// Consumes one injected failure from `counter`, if any is left.
 fn take_failure(counter: &AtomicU32) -> bool {
-    counter
-        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-        .is_ok()
+    counter.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok()
 }
 
 fn injected(what: &str) -> io::Error {
@@ -105,9 +100,7 @@ impl LogFile for MemLogFile {
         if data.len() < end {
             data.resize(end, 0);
         }
-        let dst = data
-            .get_mut(start..end)
-            .ok_or_else(|| io::Error::other("range check failed"))?;
+        let dst = data.get_mut(start..end).ok_or_else(|| io::Error::other("range check failed"))?;
         dst.copy_from_slice(buf);
         Ok(())
     }
@@ -162,10 +155,7 @@ impl SegmentDir for MemSegmentDir {
     fn create_segment(&self, number: u64) -> io::Result<Arc<MemLogFile>> {
         let mut segments = self.segments.lock();
         if segments.contains_key(&number) {
-            return Err(io::Error::new(
-                io::ErrorKind::AlreadyExists,
-                format!("segment {number} exists"),
-            ));
+            return Err(io::Error::new(io::ErrorKind::AlreadyExists, format!("segment {number} exists")));
         }
         let file = Arc::new(MemLogFile::new());
         segments.insert(number, Arc::clone(&file));

@@ -4,9 +4,8 @@
 use crate::crc::chunk_checksum;
 use crate::error::WalError;
 use crate::format::{
-    decode_segment_header, header_at, in_trailer, next_block_start, parse_chunk, Chunk, ChunkType,
-    Parsed, CHECKSUM_CRC32_MASKED, FORMAT_VERSION, HEADER_SIZE, MAX_RECORD_SIZE,
-    SEGMENT_HEADER_PAYLOAD,
+    decode_segment_header, header_at, in_trailer, next_block_start, parse_chunk, Chunk, ChunkType, Parsed,
+    CHECKSUM_CRC32_MASKED, FORMAT_VERSION, HEADER_SIZE, MAX_RECORD_SIZE, SEGMENT_HEADER_PAYLOAD,
 };
 use crate::scan::{evidence_after, Evidence};
 
@@ -247,9 +246,7 @@ impl<'a> SegmentReader<'a> {
                 Ok(self.finish(SegmentEnd::Sealed))
             }
             // Excluded by `sequence_violation`.
-            ChunkType::SegmentHeader => {
-                self.on_damage(p, "segment header inside the segment", false)
-            }
+            ChunkType::SegmentHeader => self.on_damage(p, "segment header inside the segment", false),
         }
     }
 
@@ -258,9 +255,7 @@ impl<'a> SegmentReader<'a> {
         let in_record = self.record_start.is_some();
         match c.kind {
             ChunkType::SegmentHeader => Some("segment header inside the segment"),
-            ChunkType::Full | ChunkType::First if in_record => {
-                Some("new record inside a fragmented record")
-            }
+            ChunkType::Full | ChunkType::First if in_record => Some("new record inside a fragmented record"),
             ChunkType::Middle | ChunkType::Last if !in_record => {
                 Some("record fragment without a FIRST chunk")
             }
@@ -318,13 +313,7 @@ impl<'a> SegmentReader<'a> {
     }
 
     /// Applies the recovery mode to a verdict about the damage at `p`.
-    fn conclude(
-        &mut self,
-        p: usize,
-        r: usize,
-        verdict: Verdict,
-        reason: &str,
-    ) -> Result<Step<'a>, WalError> {
+    fn conclude(&mut self, p: usize, r: usize, verdict: Verdict, reason: &str) -> Result<Step<'a>, WalError> {
         let last = self.info.is_last;
         let tolerated = match (verdict, last, self.mode) {
             (Verdict::CleanEnd, true, _) => Some(SegmentEnd::Unsealed),
@@ -335,9 +324,7 @@ impl<'a> SegmentReader<'a> {
                 self.stop_after = true;
                 Some(SegmentEnd::Salvaged { offset: p as u64 })
             }
-            (_, _, RecoveryMode::SkipAnyCorrupted) => {
-                Some(SegmentEnd::Salvaged { offset: p as u64 })
-            }
+            (_, _, RecoveryMode::SkipAnyCorrupted) => Some(SegmentEnd::Salvaged { offset: p as u64 }),
             _ => None,
         };
         if let Some(end) = tolerated {
@@ -357,9 +344,7 @@ impl<'a> SegmentReader<'a> {
     /// always reports `Salvaged` with the first skipped offset.
     fn finish(&mut self, end: SegmentEnd) -> Step<'a> {
         let end = match self.first_skipped {
-            Some(first) => SegmentEnd::Salvaged {
-                offset: first as u64,
-            },
+            Some(first) => SegmentEnd::Salvaged { offset: first as u64 },
             None => end,
         };
         self.end = Some(end);
@@ -369,11 +354,7 @@ impl<'a> SegmentReader<'a> {
     /// Finishes the segment with a corruption error at `p`.
     fn fail(&mut self, p: usize, reason: String) -> WalError {
         self.end = Some(SegmentEnd::Salvaged { offset: p as u64 });
-        WalError::Corruption {
-            file: self.info.name.clone(),
-            offset: p as u64,
-            reason,
-        }
+        WalError::Corruption { file: self.info.name.clone(), offset: p as u64, reason }
     }
 
     /// A first chunk that fails verification but is a valid segment header
@@ -383,9 +364,7 @@ impl<'a> SegmentReader<'a> {
         let Ok(h) = header_at(self.data, 0) else {
             return Ok(());
         };
-        if h.kind != ChunkType::SegmentHeader as u8
-            || usize::from(h.length) != SEGMENT_HEADER_PAYLOAD
-        {
+        if h.kind != ChunkType::SegmentHeader as u8 || usize::from(h.length) != SEGMENT_HEADER_PAYLOAD {
             return Ok(());
         }
         let end = HEADER_SIZE + SEGMENT_HEADER_PAYLOAD;
@@ -399,10 +378,7 @@ impl<'a> SegmentReader<'a> {
             {
                 Err(self.fail(
                     0,
-                    format!(
-                        "file holds segment {}, expected segment {}",
-                        sh.number, self.info.number
-                    ),
+                    format!("file holds segment {}, expected segment {}", sh.number, self.info.number),
                 ))
             }
             _ => Ok(()),

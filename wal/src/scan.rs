@@ -29,13 +29,7 @@ pub(crate) enum Evidence {
 ///    always starts with a chunk), stopping at the block's first invalid chunk.
 ///
 /// With `stop_at_any` the search ends at the first verified chunk of step 2.
-pub(crate) fn evidence_after(
-    data: &[u8],
-    segment: u64,
-    p: usize,
-    r: usize,
-    stop_at_any: bool,
-) -> Evidence {
+pub(crate) fn evidence_after(data: &[u8], segment: u64, p: usize, r: usize, stop_at_any: bool) -> Evidence {
     if let Some(proof) = search_own_block(data, segment, p, r) {
         return proof;
     }
@@ -49,10 +43,7 @@ pub(crate) fn evidence_after(
                 break;
             };
             if c.synced_to > r as u64 {
-                return Evidence::Synced {
-                    at: q,
-                    synced_to: c.synced_to,
-                };
+                return Evidence::Synced { at: q, synced_to: c.synced_to };
             }
             if stop_at_any {
                 return Evidence::Unsynced;
@@ -118,13 +109,7 @@ fn known_type_bytes(x: u64) -> u64 {
 
 /// Checks a candidate chunk at `q` whose type byte is known: returns the
 /// proof if its `synced_to` exceeds `r` and it verifies.
-fn try_candidate(
-    data: &[u8],
-    segment: u64,
-    q: usize,
-    r: usize,
-    block_end: usize,
-) -> Option<Evidence> {
+fn try_candidate(data: &[u8], segment: u64, q: usize, r: usize, block_end: usize) -> Option<Evidence> {
     let window = data.get(q..q.checked_add(HEADER_SIZE)?)?;
     let [_, _, _, _, l0, l1, _, s0, s1, s2, s3] = <[u8; HEADER_SIZE]>::try_from(window).ok()?;
     let synced_to = u64::from(u32::from_le_bytes([s0, s1, s2, s3]));
@@ -133,10 +118,7 @@ fn try_candidate(
         return None;
     }
     match parse_chunk(data, q, segment) {
-        Parsed::Chunk(c) => Some(Evidence::Synced {
-            at: q,
-            synced_to: c.synced_to,
-        }),
+        Parsed::Chunk(c) => Some(Evidence::Synced { at: q, synced_to: c.synced_to }),
         _ => None,
     }
 }

@@ -38,11 +38,7 @@ impl SegmentDir for StdSegmentDir {
     type File = File;
 
     fn create_segment(&self, number: u64) -> io::Result<File> {
-        OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(self.segment_path(number))
+        OpenOptions::new().read(true).write(true).create_new(true).open(self.segment_path(number))
     }
 
     fn sync_dir(&self) -> io::Result<()> {

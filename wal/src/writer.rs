@@ -24,9 +24,7 @@ pub struct WalOptions {
 
 impl Default for WalOptions {
     fn default() -> Self {
-        WalOptions {
-            preallocate_bytes: DEFAULT_PREALLOCATE_BYTES,
-        }
+        WalOptions { preallocate_bytes: DEFAULT_PREALLOCATE_BYTES }
     }
 }
 
@@ -69,14 +67,17 @@ enum State {
 pub struct LogWriter<F: LogFile> {
     shared: Arc<SegmentFile<F>>,
     segment: u64,
-    /// Offset just past the last written chunk: where the next chunk (or its
+    /// Offset just past the last encoded chunk: where the next chunk (or its
     /// block padding) goes.
     offset: u64,
+    /// Offset where `buf` starts: everything before it was handed to the OS.
+    flushed: u64,
     /// `[0, allocated)` has been written (data or preallocation zeros), so
     /// everything in `[offset, allocated)` reads as zeros.
     allocated: u64,
     preallocate: u64,
-    /// Reusable buffer: a whole record is encoded here and written at once.
+    /// Encoded chunks not yet written (`[flushed, offset)`); written at once by
+    /// [`LogWriter::flush`].
     buf: Vec<u8>,
     state: State,
     stats: WalStats,
@@ -86,12 +87,8 @@ impl<F: LogFile> LogWriter<F> {
     /// Starts a new segment in an empty `file`: writes the segment header chunk.
     pub fn create(file: F, segment_number: u64, options: WalOptions) -> Result<Self, WalError> {
         let mut w = Self::resume(file, segment_number, 0, 0, options);
-        w.build_single(
-            ChunkType::SegmentHeader,
-            &segment_header_payload(segment_number),
-        );
-        w.preallocate(SEGMENT_HEADER_END)?;
-        w.write_buf(SEGMENT_HEADER_END)?;
+        w.build_single(ChunkType::SegmentHeader, &segment_header_payload(segment_number));
+        w.flush()?;
         Ok(w)
     }
 
@@ -105,12 +102,10 @@ impl<F: LogFile> LogWriter<F> {
         options: WalOptions,
     ) -> Self {
         LogWriter {
-            shared: Arc::new(SegmentFile {
-                file,
-                synced: AtomicU64::new(synced.min(offset)),
-            }),
+            shared: Arc::new(SegmentFile { file, synced: AtomicU64::new(synced.min(offset)) }),
             segment: segment_number,
             offset,
+            flushed: offset,
             allocated: offset,
             preallocate: options.preallocate_bytes,
             buf: Vec::new(),
@@ -119,8 +114,17 @@ impl<F: LogFile> LogWriter<F> {
         }
     }
 
-    /// Appends one record, written to the OS on return; returns the segment offset past it.
+    /// Appends one record, written to the OS on return (with any deferred records before
+    /// it); returns the segment offset past it.
     pub fn add_record(&mut self, payload: &[u8]) -> Result<u64, WalError> {
+        let end = self.add_record_deferred(payload)?;
+        self.flush()?;
+        Ok(end)
+    }
+
+    /// Encodes one record without writing it: it reaches the OS with the next
+    /// [`LogWriter::flush`] (or `add_record`, `sync`, `seal`). Returns the offset past it.
+    pub fn add_record_deferred(&mut self, payload: &[u8]) -> Result<u64, WalError> {
         self.check_open()?;
         if payload.len() > MAX_RECORD_SIZE {
             return Err(WalError::RecordTooLarge { len: payload.len() });
@@ -128,15 +132,36 @@ impl<F: LogFile> LogWriter<F> {
         let end = self.build_record(payload);
         // Keep room for the SEAL so that every offset and synced_to fits in u32.
         if end.saturating_add(SEAL_RESERVE) > MAX_SEGMENT_SIZE {
-            return Err(WalError::SegmentFull {
-                offset: self.offset,
-                len: payload.len(),
-            });
+            self.buf.truncate(self.encoded_len());
+            return Err(WalError::SegmentFull { offset: self.offset, len: payload.len() });
         }
-        self.preallocate(end)?;
-        self.write_buf(end)?;
+        self.offset = end;
         self.stats.records_written += 1;
         Ok(end)
+    }
+
+    /// Writes the deferred records to the OS with one positioned write.
+    pub fn flush(&mut self) -> Result<(), WalError> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        if self.state == State::Poisoned {
+            return Err(WalError::Poisoned);
+        }
+        let end = self.offset;
+        self.preallocate(end)?;
+        let start = self.flushed;
+        self.io(|w| w.shared.file.write_all_at(&w.buf, start))?;
+        self.stats.bytes_written += self.buf.len() as u64;
+        self.buf.clear();
+        self.flushed = end;
+        self.allocated = self.allocated.max(end);
+        Ok(())
+    }
+
+    /// Bytes of `buf` that belong to records already accepted.
+    fn encoded_len(&self) -> usize {
+        (self.offset - self.flushed) as usize
     }
 
     /// `fdatasync`s everything written so far.
@@ -146,6 +171,7 @@ impl<F: LogFile> LogWriter<F> {
             State::Sealed => return Ok(()),
             State::Open => {}
         }
+        self.flush()?;
         let offset = self.offset;
         self.io(|w| w.shared.sync_through(offset))?;
         self.stats.syncs += 1;
@@ -161,9 +187,8 @@ impl<F: LogFile> LogWriter<F> {
             State::Sealed => return Ok(()),
             State::Open => {}
         }
-        self.buf.clear();
         let end = self.build_single(ChunkType::Seal, &[]);
-        self.write_buf(end)?;
+        self.flush()?;
         self.io(|w| w.shared.file.set_len(end))?;
         self.io(|w| w.shared.sync_through(end))?;
         self.stats.syncs += 1;
@@ -171,7 +196,7 @@ impl<F: LogFile> LogWriter<F> {
         Ok(())
     }
 
-    /// Offset just past the last written chunk.
+    /// Offset just past the last accepted chunk (written or deferred).
     pub fn offset(&self) -> u64 {
         self.offset
     }
@@ -228,10 +253,9 @@ impl<F: LogFile> LogWriter<F> {
         u32::try_from(self.shared.synced().min(self.offset)).unwrap_or(0)
     }
 
-    /// Encodes `payload` as FULL or FIRST, MIDDLE*, LAST chunks (with block
-    /// padding) into `buf`, as they will lie from `offset`; returns the end.
+    /// Appends `payload` as FULL or FIRST, MIDDLE*, LAST chunks (with block
+    /// padding) to `buf`, as they will lie from `offset`; returns the end.
     fn build_record(&mut self, payload: &[u8]) -> u64 {
-        self.buf.clear();
         let synced_to = self.synced_to_field();
         let mut off = self.offset;
         let mut rest = payload;
@@ -256,23 +280,14 @@ impl<F: LogFile> LogWriter<F> {
         }
     }
 
-    /// Encodes one small chunk (SEGMENT_HEADER or SEAL) into `buf`; returns the end.
+    /// Appends one small chunk (SEGMENT_HEADER or SEAL) to `buf` and accepts it;
+    /// returns the end.
     fn build_single(&mut self, kind: ChunkType, payload: &[u8]) -> u64 {
-        self.buf.clear();
         let synced_to = self.synced_to_field();
         let off = pad_block(&mut self.buf, self.offset);
         encode_chunk(&mut self.buf, self.segment, kind, synced_to, payload);
-        off + (HEADER_SIZE + payload.len()) as u64
-    }
-
-    /// Writes `buf` at `offset` with one positioned write; `end` = offset + buf.len().
-    fn write_buf(&mut self, end: u64) -> Result<(), WalError> {
-        let offset = self.offset;
-        self.io(|w| w.shared.file.write_all_at(&w.buf, offset))?;
-        self.stats.bytes_written += self.buf.len() as u64;
-        self.offset = end;
-        self.allocated = self.allocated.max(end);
-        Ok(())
+        self.offset = off + (HEADER_SIZE + payload.len()) as u64;
+        self.offset
     }
 
     /// Before writing up to `end`: if that passes the zero-filled area, writes
@@ -283,10 +298,7 @@ impl<F: LogFile> LogWriter<F> {
         if step == 0 || end <= self.allocated {
             return Ok(());
         }
-        let target = end
-            .div_ceil(step)
-            .saturating_mul(step)
-            .min(MAX_SEGMENT_SIZE);
+        let target = end.div_ceil(step).saturating_mul(step).min(MAX_SEGMENT_SIZE);
         let mut pos = end.max(self.allocated);
         while pos < target {
             let n = (target - pos).min(ZEROS.len() as u64);
@@ -348,9 +360,7 @@ pub fn seal_recovered_segment<F: LogFile>(
         )));
     }
     file.set_len(valid_end)?;
-    let options = WalOptions {
-        preallocate_bytes: 0,
-    };
+    let options = WalOptions { preallocate_bytes: 0 };
     let mut writer = if valid_end == 0 {
         LogWriter::create(file, segment_number, options)?
     } else {
@@ -387,10 +397,7 @@ mod tests {
         let start = MAX_SEGMENT_SIZE - SEAL_RESERVE - 2 * HEADER_SIZE as u64 - 100;
         let mut w = LogWriter::resume(&file, 1, start, 0, WalOptions::default());
         let err = w.add_record(&[7u8; 200]).unwrap_err();
-        assert!(
-            matches!(err, WalError::SegmentFull { len: 200, .. }),
-            "{err}"
-        );
+        assert!(matches!(err, WalError::SegmentFull { len: 200, .. }), "{err}");
         assert_eq!(w.offset(), start);
         let end = w.add_record(&[7u8; 50]).unwrap();
         assert!(end + SEAL_RESERVE <= MAX_SEGMENT_SIZE);
@@ -412,31 +419,17 @@ mod tests {
     #[test]
     fn padding_and_zero_length_first_fragment() {
         let file = MemLogFile::new();
-        let mut w = LogWriter::create(
-            &file,
-            1,
-            WalOptions {
-                preallocate_bytes: 0,
-            },
-        )
-        .unwrap();
+        let mut w = LogWriter::create(&file, 1, WalOptions { preallocate_bytes: 0 }).unwrap();
         // Leave exactly HEADER_SIZE bytes in block 0: the next record starts
         // with an empty FIRST chunk there.
         let fill = BLOCK_SIZE - SEGMENT_HEADER_END as usize - 2 * HEADER_SIZE;
-        assert_eq!(
-            w.add_record(&vec![1u8; fill]).unwrap(),
-            (BLOCK_SIZE - HEADER_SIZE) as u64
-        );
+        assert_eq!(w.add_record(&vec![1u8; fill]).unwrap(), (BLOCK_SIZE - HEADER_SIZE) as u64);
         let end = w.add_record(b"xy").unwrap();
         let data = file.contents();
-        assert_eq!(
-            data[BLOCK_SIZE - HEADER_SIZE + 4..BLOCK_SIZE - HEADER_SIZE + 7],
-            [0, 0, 2]
-        );
+        assert_eq!(data[BLOCK_SIZE - HEADER_SIZE + 4..BLOCK_SIZE - HEADER_SIZE + 7], [0, 0, 2]);
         assert_eq!(end, (BLOCK_SIZE + HEADER_SIZE + 2) as u64);
         // Seal after leaving 10 bytes: padded, SEAL at the next block.
-        let mut w2 =
-            LogWriter::resume(&file, 1, (BLOCK_SIZE - 10) as u64, 0, WalOptions::default());
+        let mut w2 = LogWriter::resume(&file, 1, (BLOCK_SIZE - 10) as u64, 0, WalOptions::default());
         w2.seal().unwrap();
         assert_eq!(w2.offset(), (BLOCK_SIZE + HEADER_SIZE) as u64);
         assert_eq!(file.len(), w2.offset());

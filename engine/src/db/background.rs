@@ -17,9 +17,7 @@ pub(crate) fn start(inner: &Arc<DbInner>) -> Vec<JoinHandle<()>> {
         let flusher = inner.clone();
         threads.push(spawn("stampkv-flush", move || flush_loop(&flusher)));
         let compactor = inner.clone();
-        threads.push(spawn("stampkv-compact", move || {
-            compaction_loop(&compactor)
-        }));
+        threads.push(spawn("stampkv-compact", move || compaction_loop(&compactor)));
         inner.request_compaction();
     }
     if let SyncMode::Periodic(interval) = inner.options.sync_mode {
@@ -30,10 +28,7 @@ pub(crate) fn start(inner: &Arc<DbInner>) -> Vec<JoinHandle<()>> {
 }
 
 fn spawn(name: &str, body: impl FnOnce() + Send + 'static) -> JoinHandle<()> {
-    Builder::new()
-        .name(name.to_owned())
-        .spawn(body)
-        .expect("cannot start a background thread")
+    Builder::new().name(name.to_owned()).spawn(body).expect("cannot start a background thread")
 }
 
 /// Waits until `wanted` says there is work or shutdown is requested; false on shutdown.

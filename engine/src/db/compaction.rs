@@ -75,20 +75,10 @@ impl DbInner {
         }
         let files = version.files(level);
         let pointer = &pointers[level];
-        let file = files
-            .iter()
-            .find(|f| f.desc.largest_key > *pointer)
-            .or(files.first())?
-            .clone();
+        let file = files.iter().find(|f| f.desc.largest_key > *pointer).or(files.first())?.clone();
         pointers[level] = file.desc.largest_key.clone();
-        let overlapping =
-            version.overlapping(level + 1, &file.desc.smallest_key, &file.desc.largest_key);
-        Some(Plan {
-            level,
-            output_level: level + 1,
-            inputs: vec![file],
-            overlapping,
-        })
+        let overlapping = version.overlapping(level + 1, &file.desc.smallest_key, &file.desc.largest_key);
+        Some(Plan { level, output_level: level + 1, inputs: vec![file], overlapping })
     }
 
     /// All files of `level` and the files of `output_level` they overlap.
@@ -98,12 +88,7 @@ impl DbInner {
             Some((lo, hi)) if output_level != level => version.overlapping(output_level, &lo, &hi),
             _ => Vec::new(),
         };
-        Plan {
-            level,
-            output_level,
-            inputs,
-            overlapping,
-        }
+        Plan { level, output_level, inputs, overlapping }
     }
 
     /// Runs one compaction and installs its result.
@@ -126,29 +111,13 @@ impl DbInner {
             self.sync_dir()?;
         }
         let mut edit = VersionEdit::default();
-        edit.deleted
-            .extend(plan.inputs.iter().map(|f| (plan.level, f.desc.number)));
-        edit.deleted.extend(
-            plan.overlapping
-                .iter()
-                .map(|f| (plan.output_level, f.desc.number)),
-        );
-        edit.added
-            .extend(outputs.iter().map(|f| (plan.output_level, f.desc.clone())));
-        self.install(
-            edit,
-            &outputs,
-            &plan.all_inputs().cloned().collect::<Vec<_>>(),
-        )?;
+        edit.deleted.extend(plan.inputs.iter().map(|f| (plan.level, f.desc.number)));
+        edit.deleted.extend(plan.overlapping.iter().map(|f| (plan.output_level, f.desc.number)));
+        edit.added.extend(outputs.iter().map(|f| (plan.output_level, f.desc.clone())));
+        self.install(edit, &outputs, &plan.all_inputs().cloned().collect::<Vec<_>>())?;
         Counters::add(&self.counters.compactions, 1);
-        Counters::add(
-            &self.counters.compaction_bytes_read,
-            plan.all_inputs().map(|f| f.desc.size).sum(),
-        );
-        Counters::add(
-            &self.counters.compaction_bytes_written,
-            outputs.iter().map(|f| f.desc.size).sum(),
-        );
+        Counters::add(&self.counters.compaction_bytes_read, plan.all_inputs().map(|f| f.desc.size).sum());
+        Counters::add(&self.counters.compaction_bytes_written, outputs.iter().map(|f| f.desc.size).sum());
         Ok(())
     }
 
@@ -163,11 +132,7 @@ impl DbInner {
         let version = versions.log_and_apply(edit, added, &self.next_file)?;
         {
             let mut state = self.read_state.write();
-            *state = Arc::new(ReadState {
-                mem: state.mem.clone(),
-                imms: state.imms.clone(),
-                version,
-            });
+            *state = Arc::new(ReadState { mem: state.mem.clone(), imms: state.imms.clone(), version });
         }
         drop(versions);
         for file in replaced {
@@ -197,9 +162,9 @@ impl DbInner {
             let (user_key, trailer, value) = (iter.user_key(), iter.trailer(), iter.value());
             let decision = filter.decide(user_key, trailer, value, |k| base.is_base_level(k));
             if decision != Decision::Drop {
-                let cut = output.as_ref().is_some_and(|o| {
-                    o.size() >= self.options.target_file_size && o.last_key() != user_key
-                });
+                let cut = output
+                    .as_ref()
+                    .is_some_and(|o| o.size() >= self.options.target_file_size && o.last_key() != user_key);
                 if cut {
                     if let Some(done) = output.take() {
                         outputs.extend(self.finish_table(done)?);
@@ -231,25 +196,17 @@ struct BaseLevelCheck<'a> {
 
 impl<'a> BaseLevelCheck<'a> {
     fn new(version: &'a Version, output_level: usize) -> Self {
-        BaseLevelCheck {
-            version,
-            output_level,
-            positions: [0; NUM_LEVELS],
-        }
+        BaseLevelCheck { version, output_level, positions: [0; NUM_LEVELS] }
     }
 
     fn is_base_level(&mut self, user_key: &[u8]) -> bool {
         for level in self.output_level + 1..NUM_LEVELS {
             let files = self.version.files(level);
             let position = &mut self.positions[level];
-            while *position < files.len() && files[*position].desc.largest_key.as_slice() < user_key
-            {
+            while *position < files.len() && files[*position].desc.largest_key.as_slice() < user_key {
                 *position += 1;
             }
-            if files
-                .get(*position)
-                .is_some_and(|f| f.desc.smallest_key.as_slice() <= user_key)
-            {
+            if files.get(*position).is_some_and(|f| f.desc.smallest_key.as_slice() <= user_key) {
                 return false;
             }
         }
@@ -282,10 +239,7 @@ pub(crate) fn compact_while_needed(inner: &DbInner) -> Result<()> {
 pub(crate) fn compact_all(inner: &DbInner) -> Result<()> {
     let _running = inner.compaction_lock.lock();
     let version = inner.read_state.read().version.clone();
-    let deepest = (1..NUM_LEVELS)
-        .rev()
-        .find(|&l| !version.files(l).is_empty())
-        .unwrap_or(1);
+    let deepest = (1..NUM_LEVELS).rev().find(|&l| !version.files(l).is_empty()).unwrap_or(1);
     for level in 0..deepest {
         let version = inner.read_state.read().version.clone();
         if version.files(level).is_empty() {

@@ -24,13 +24,7 @@ pub(crate) struct TableOutput {
 
 impl TableOutput {
     /// Adds an entry according to a GC decision (dropped entries are not passed here).
-    pub fn add(
-        &mut self,
-        user_key: &[u8],
-        trailer: u64,
-        value: &[u8],
-        decision: Decision,
-    ) -> Result<()> {
+    pub fn add(&mut self, user_key: &[u8], trailer: u64, value: &[u8], decision: Decision) -> Result<()> {
         match decision {
             Decision::Keep => self.builder.add(user_key, trailer, value)?,
             Decision::KeepAsTombstone => {
@@ -74,16 +68,9 @@ impl TableEnv {
     /// Creates table file `number` and a builder writing to it.
     pub fn start(&self, number: u64) -> Result<TableOutput> {
         let path = filename::table_path(&self.dir, number);
-        let file = self
-            .fs
-            .create(&path)
-            .map_err(|e| Error::io(format!("creating {}", path.display()), e))?;
+        let file = self.fs.create(&path).map_err(|e| Error::io(format!("creating {}", path.display()), e))?;
         let builder = TableBuilder::new(FileWriter::new(file), self.options.clone());
-        Ok(TableOutput {
-            number,
-            builder,
-            last_key: Vec::new(),
-        })
+        Ok(TableOutput { number, builder, last_key: Vec::new() })
     }
 
     /// Finishes and syncs a table and opens it; `None` (and no file) if it is empty. The
@@ -93,15 +80,11 @@ impl TableEnv {
         let name = path.display().to_string();
         if output.is_empty() {
             drop(output);
-            self.fs
-                .remove(&path)
-                .map_err(|e| Error::io(format!("removing {name}"), e))?;
+            self.fs.remove(&path).map_err(|e| Error::io(format!("removing {name}"), e))?;
             return Ok(None);
         }
         let (summary, writer) = output.builder.finish(&[])?;
-        let file = writer
-            .finish_synced()
-            .map_err(|e| Error::io(format!("writing {name}"), e))?;
+        let file = writer.finish_synced().map_err(|e| Error::io(format!("writing {name}"), e))?;
         let desc = FileDesc {
             number: output.number,
             size: summary.file_size,
@@ -118,37 +101,25 @@ impl TableEnv {
     pub fn open_existing(&self, desc: FileDesc) -> Result<Arc<TableFile>> {
         let path = filename::table_path(&self.dir, desc.number);
         let file = self.fs.open(&path).map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => Error::corruption(
-                path.display().to_string(),
-                None,
-                "table listed in the manifest is missing",
-            ),
+            std::io::ErrorKind::NotFound => {
+                Error::corruption(path.display().to_string(), None, "table listed in the manifest is missing")
+            }
             _ => Error::io(format!("opening {}", path.display()), e),
         })?;
         self.open_file(desc, file)
     }
 
-    fn open_file(
-        &self,
-        desc: FileDesc,
-        file: Arc<dyn crate::fs::FsFile>,
-    ) -> Result<Arc<TableFile>> {
+    fn open_file(&self, desc: FileDesc, file: Arc<dyn crate::fs::FsFile>) -> Result<Arc<TableFile>> {
         let path = filename::table_path(&self.dir, desc.number);
         let name = path.display().to_string();
-        let table = Table::open(
-            Arc::new(TableFileAdapter(file)),
-            desc.number,
-            name,
-            Some(self.cache.clone()),
-        )?;
+        let table =
+            Table::open(Arc::new(TableFileAdapter(file)), desc.number, name, Some(self.cache.clone()))?;
         Ok(Arc::new(TableFile::new(desc, table, path, self.fs.clone())))
     }
 
     /// Makes newly created files' directory entries durable.
     pub fn sync_dir(&self) -> Result<()> {
-        self.fs
-            .sync_dir(&self.dir)
-            .map_err(|e| Error::io("syncing the database directory", e))
+        self.fs.sync_dir(&self.dir).map_err(|e| Error::io("syncing the database directory", e))
     }
 
     /// Writes a memtable's entries to table `number`, dropping versions no reader can see.
@@ -182,21 +153,14 @@ impl DbInner {
         let visible = self.visible_seq.load(Ordering::Acquire);
         let now = self.clock.now_ms();
         match snapshots.horizon() {
-            Some((seq, time)) => GcPoint {
-                smallest_snapshot: seq.min(visible),
-                time_ms: time.min(now),
-            },
-            None => GcPoint {
-                smallest_snapshot: visible,
-                time_ms: now,
-            },
+            Some((seq, time)) => GcPoint { smallest_snapshot: seq.min(visible), time_ms: time.min(now) },
+            None => GcPoint { smallest_snapshot: visible, time_ms: now },
         }
     }
 
     /// Starts a new table file.
     pub(crate) fn start_table(&self) -> Result<TableOutput> {
-        self.tables
-            .start(self.next_file.fetch_add(1, Ordering::SeqCst))
+        self.tables.start(self.next_file.fetch_add(1, Ordering::SeqCst))
     }
 
     /// Finishes a table (see [`TableEnv::finish`]).
@@ -215,9 +179,7 @@ impl DbInner {
             return Ok(false);
         };
         if self.is_poisoned() {
-            return Err(Error::Poisoned {
-                reason: "flush stopped after an earlier failure".into(),
-            });
+            return Err(Error::Poisoned { reason: "flush stopped after an earlier failure".into() });
         }
         let number = self.next_file.fetch_add(1, Ordering::SeqCst);
         let file = self.tables.write_memtable(&imm, self.gc_point(), number)?;
@@ -247,19 +209,12 @@ impl DbInner {
             let mut state = self.read_state.write();
             let mut imms = state.imms.clone();
             imms.pop();
-            *state = Arc::new(ReadState {
-                mem: state.mem.clone(),
-                imms,
-                version,
-            });
+            *state = Arc::new(ReadState { mem: state.mem.clone(), imms, version });
         }
         drop(versions);
         self.remove_wal_segments_below(next_segment);
         Counters::add(&self.counters.flushes, 1);
-        Counters::add(
-            &self.counters.flush_bytes,
-            added.iter().map(|f| f.desc.size).sum(),
-        );
+        Counters::add(&self.counters.flush_bytes, added.iter().map(|f| f.desc.size).sum());
         Ok(true)
     }
 

@@ -40,12 +40,7 @@ pub(crate) struct GcFilter {
 
 impl GcFilter {
     pub fn new(point: GcPoint) -> Self {
-        GcFilter {
-            point,
-            current_key: Vec::new(),
-            has_current: false,
-            last_seq_for_key: u64::MAX,
-        }
+        GcFilter { point, current_key: Vec::new(), has_current: false, last_seq_for_key: u64::MAX }
     }
 
     /// Decides for the next entry. `is_base_level` answers whether no deeper level can hold
@@ -97,10 +92,7 @@ mod tests {
 
     #[test]
     fn shadowed_versions_go_once_a_newer_one_is_visible_to_everyone() {
-        let mut f = GcFilter::new(GcPoint {
-            smallest_snapshot: 10,
-            time_ms: 0,
-        });
+        let mut f = GcFilter::new(GcPoint { smallest_snapshot: 10, time_ms: 0 });
         let put = |s| trailer(s, EntryKind::Put);
         assert_eq!(f.decide(b"a", put(12), b"", |_| true), Decision::Keep);
         // Snapshot 10 still needs the newest version at or below 10.
@@ -111,42 +103,21 @@ mod tests {
 
     #[test]
     fn tombstones_drop_only_at_the_base_level_and_below_every_snapshot() {
-        let mut f = GcFilter::new(GcPoint {
-            smallest_snapshot: 10,
-            time_ms: 0,
-        });
+        let mut f = GcFilter::new(GcPoint { smallest_snapshot: 10, time_ms: 0 });
         let del = |s| trailer(s, EntryKind::Delete);
         assert_eq!(f.decide(b"a", del(8), b"", |_| false), Decision::Keep);
         assert_eq!(f.decide(b"b", del(8), b"", |_| true), Decision::Drop);
-        assert_eq!(
-            f.decide(b"b", trailer(3, EntryKind::Put), b"", |_| true),
-            Decision::Drop
-        );
+        assert_eq!(f.decide(b"b", trailer(3, EntryKind::Put), b"", |_| true), Decision::Drop);
         assert_eq!(f.decide(b"c", del(11), b"", |_| true), Decision::Keep);
     }
 
     #[test]
     fn expired_values_become_tombstones_or_vanish() {
-        let mut f = GcFilter::new(GcPoint {
-            smallest_snapshot: 10,
-            time_ms: 1000,
-        });
+        let mut f = GcFilter::new(GcPoint { smallest_snapshot: 10, time_ms: 1000 });
         let exp = |s| trailer(s, EntryKind::PutExpiring);
-        assert_eq!(
-            f.decide(b"a", exp(5), &expiring(999), |_| false),
-            Decision::KeepAsTombstone
-        );
-        assert_eq!(
-            f.decide(b"b", exp(5), &expiring(999), |_| true),
-            Decision::Drop
-        );
-        assert_eq!(
-            f.decide(b"c", exp(5), &expiring(1001), |_| true),
-            Decision::Keep
-        );
-        assert_eq!(
-            f.decide(b"d", exp(50), &expiring(1), |_| true),
-            Decision::KeepAsTombstone
-        );
+        assert_eq!(f.decide(b"a", exp(5), &expiring(999), |_| false), Decision::KeepAsTombstone);
+        assert_eq!(f.decide(b"b", exp(5), &expiring(999), |_| true), Decision::Drop);
+        assert_eq!(f.decide(b"c", exp(5), &expiring(1001), |_| true), Decision::Keep);
+        assert_eq!(f.decide(b"d", exp(50), &expiring(1), |_| true), Decision::KeepAsTombstone);
     }
 }

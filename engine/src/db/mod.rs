@@ -84,9 +84,7 @@ pub(crate) struct WalDir {
 impl SegmentDir for WalDir {
     type File = LogFileHandle;
     fn create_segment(&self, number: u64) -> io::Result<LogFileHandle> {
-        Ok(LogFileHandle(
-            self.fs.create(&filename::wal_path(&self.dir, number))?,
-        ))
+        Ok(LogFileHandle(self.fs.create(&filename::wal_path(&self.dir, number))?))
     }
     fn sync_dir(&self) -> io::Result<()> {
         self.fs.sync_dir(&self.dir)
@@ -121,6 +119,10 @@ pub(crate) struct DbInner {
     pub read_state: RwLock<Arc<ReadState>>,
     /// Commits up to this sequence number are visible to readers.
     pub visible_seq: AtomicU64,
+    /// Commits running and not waiting for a WAL sync (group commit gathers them).
+    pub busy_commits: std::sync::atomic::AtomicUsize,
+    /// WAL positions commits are waiting in `sync_to` for (group commit).
+    pub parked_syncs: Mutex<Vec<u64>>,
     pub publish: Mutex<PublishState>,
     pub publish_cv: Condvar,
     pub versions: Mutex<VersionSet>,
@@ -148,9 +150,7 @@ pub struct Db {
 
 impl std::fmt::Debug for Db {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Db")
-            .field("dir", &self.inner.dir)
-            .finish_non_exhaustive()
+        f.debug_struct("Db").field("dir", &self.inner.dir).finish_non_exhaustive()
     }
 }
 
@@ -169,10 +169,7 @@ impl Db {
     pub fn open_with_fs(fs: Arc<dyn Fs>, path: impl AsRef<Path>, options: Options) -> Result<Db> {
         let inner = Arc::new(open::open(fs, path.as_ref(), options)?);
         let threads = background::start(&inner);
-        Ok(Db {
-            inner,
-            threads: Mutex::new(threads),
-        })
+        Ok(Db { inner, threads: Mutex::new(threads) })
     }
 
     /// Applies `batch` atomically with the database's sync mode; returns its sequence number.
@@ -182,9 +179,7 @@ impl Db {
 
     /// Applies `batch` atomically; returns its sequence number.
     pub fn write_opt(&self, batch: WriteBatch, options: WriteOptions) -> Result<u64> {
-        self.inner
-            .commit(options, |_| Ok::<_, Error>((batch, ())))
-            .map(|(seq, ())| seq)
+        self.inner.commit(options, |_| Ok::<_, Error>((batch, ()))).map(|(seq, ())| seq)
     }
 
     /// Builds a batch from the latest state and commits it, atomically: no other commit
@@ -254,10 +249,7 @@ impl Db {
     /// Makes every acknowledged commit durable (`fdatasync` of the WAL).
     pub fn sync_wal(&self) -> Result<()> {
         let end = self.inner.wal.written_position();
-        self.inner
-            .wal
-            .sync_to(end)
-            .map_err(|e| self.inner.poison(e.into()))
+        self.inner.wal.sync_to(end).map_err(|e| self.inner.poison(e.into()))
     }
 
     /// Flushes, then compacts every level down into the deepest one, dropping every
@@ -309,11 +301,8 @@ impl Db {
         for handle in self.threads.lock().drain(..) {
             let _ = handle.join();
         }
-        let result = if self.inner.is_poisoned() {
-            Ok(())
-        } else {
-            self.inner.wal.close().map_err(Error::from)
-        };
+        let result =
+            if self.inner.is_poisoned() { Ok(()) } else { self.inner.wal.close().map_err(Error::from) };
         self.inner.lock.lock().take();
         self.inner.publish_cv.notify_all();
         result
@@ -404,11 +393,8 @@ impl DbInner {
             stats.bytes_per_level[level] = state.version.level_bytes(level);
         }
         stats.table_bytes = state.version.total_bytes();
-        stats.pinned_table_bytes = state
-            .version
-            .all_files()
-            .map(|(_, f)| f.table.pinned_memory_bytes() as u64)
-            .sum();
+        stats.pinned_table_bytes =
+            state.version.all_files().map(|(_, f)| f.table.pinned_memory_bytes() as u64).sum();
         stats.memtable_bytes = std::iter::once(&state.mem)
             .chain(state.imms.iter())
             .map(|m| (m.memory_bytes() + m.filter_bytes()) as u64)

@@ -12,9 +12,7 @@
 
 use super::flush::TableEnv;
 use super::gc::GcPoint;
-use super::{
-    CommitState, DbInner, PublishState, ReadState, RecoveryReport, SnapshotList, WalDir, WorkState,
-};
+use super::{CommitState, DbInner, PublishState, ReadState, RecoveryReport, SnapshotList, WalDir, WorkState};
 use crate::batch;
 use crate::filename::{self, FileKind};
 use crate::fs::Fs;
@@ -37,29 +35,18 @@ pub(crate) fn open(fs: Arc<dyn Fs>, dir: &Path, options: Options) -> Result<DbIn
     options.validate().map_err(Error::InvalidArgument)?;
     let dir_name = dir.display().to_string();
     if options.create_if_missing {
-        fs.create_dir_all(dir)
-            .map_err(|e| Error::io(format!("creating {dir_name}"), e))?;
+        fs.create_dir_all(dir).map_err(|e| Error::io(format!("creating {dir_name}"), e))?;
     }
-    let lock = fs
-        .lock(&filename::lock_path(dir))
-        .map_err(|e| match e.kind() {
-            io::ErrorKind::WouldBlock => Error::Locked {
-                path: dir_name.clone(),
-            },
-            io::ErrorKind::NotFound => {
-                Error::InvalidArgument(format!("database directory {dir_name} does not exist"))
-            }
-            _ => Error::io(format!("locking {dir_name}"), e),
-        })?;
-    let names = fs
-        .list(dir)
-        .map_err(|e| Error::io(format!("listing {dir_name}"), e))?;
+    let lock = fs.lock(&filename::lock_path(dir)).map_err(|e| match e.kind() {
+        io::ErrorKind::WouldBlock => Error::Locked { path: dir_name.clone() },
+        io::ErrorKind::NotFound => {
+            Error::InvalidArgument(format!("database directory {dir_name} does not exist"))
+        }
+        _ => Error::io(format!("locking {dir_name}"), e),
+    })?;
+    let names = fs.list(dir).map_err(|e| Error::io(format!("listing {dir_name}"), e))?;
     let state = load_manifest(&*fs, dir, &names, &options)?;
-    let highest_number = names
-        .iter()
-        .filter_map(|n| file_number(filename::parse(n)?))
-        .max()
-        .unwrap_or(0);
+    let highest_number = names.iter().filter_map(|n| file_number(filename::parse(n)?)).max().unwrap_or(0);
     let next_file = AtomicU64::new(state.next_file_number.max(highest_number + 1).max(1));
     let tables = TableEnv {
         fs: fs.clone(),
@@ -94,23 +81,10 @@ pub(crate) fn open(fs: Arc<dyn Fs>, dir: &Path, options: Options) -> Result<DbIn
         options.max_manifest_bytes,
     )?;
     remove_obsolete_files(&*fs, dir, &version, new_log, versions.manifest_number());
-    let wal_dir = WalDir {
-        fs: fs.clone(),
-        dir: dir.to_path_buf(),
-    };
-    let wal = Wal::create(
-        wal_dir,
-        new_log,
-        WalOptions {
-            preallocate_bytes: options.wal_preallocate_bytes,
-        },
-    )?;
+    let wal_dir = WalDir { fs: fs.clone(), dir: dir.to_path_buf() };
+    let wal = Wal::create(wal_dir, new_log, WalOptions { preallocate_bytes: options.wal_preallocate_bytes })?;
     let mem = Arc::new(Memtable::new(new_log, options.write_buffer_size, last_seq));
-    let read_state = Arc::new(ReadState {
-        mem: mem.clone(),
-        imms: Vec::new(),
-        version,
-    });
+    let read_state = Arc::new(ReadState { mem: mem.clone(), imms: Vec::new(), version });
     Ok(DbInner {
         dir: dir.to_path_buf(),
         fs,
@@ -119,18 +93,13 @@ pub(crate) fn open(fs: Arc<dyn Fs>, dir: &Path, options: Options) -> Result<DbIn
         tables,
         options,
         next_file,
-        commit: Mutex::new(CommitState {
-            last_seq,
-            mem,
-            closed: false,
-        }),
+        commit: Mutex::new(CommitState { last_seq, mem, closed: false }),
         room_cv: Condvar::new(),
         read_state: RwLock::new(read_state),
         visible_seq: AtomicU64::new(last_seq),
-        publish: Mutex::new(PublishState {
-            applied_seq: last_seq,
-            ..PublishState::default()
-        }),
+        busy_commits: Default::default(),
+        parked_syncs: Mutex::new(Vec::new()),
+        publish: Mutex::new(PublishState { applied_seq: last_seq, ..PublishState::default() }),
         publish_cv: Condvar::new(),
         versions: Mutex::new(versions),
         snapshots: Mutex::new(SnapshotList::default()),
@@ -142,19 +111,14 @@ pub(crate) fn open(fs: Arc<dyn Fs>, dir: &Path, options: Options) -> Result<DbIn
         poisoned: AtomicBool::new(false),
         poison_reason: Mutex::new(None),
         counters: Counters::default(),
-        recovery: RecoveryReport {
-            last_sequence: last_seq,
-            ..report
-        },
+        recovery: RecoveryReport { last_sequence: last_seq, ..report },
         lock: Mutex::new(Some(lock)),
     })
 }
 
 fn file_number(kind: FileKind) -> Option<u64> {
     match kind {
-        FileKind::Wal(n) | FileKind::Table(n) | FileKind::Manifest(n) | FileKind::Temp(n) => {
-            Some(n)
-        }
+        FileKind::Wal(n) | FileKind::Table(n) | FileKind::Manifest(n) | FileKind::Temp(n) => Some(n),
         FileKind::Current | FileKind::Lock => None,
     }
 }
@@ -169,10 +133,7 @@ fn load_manifest(
     match version::read_current(fs, dir)? {
         Some(manifest) => {
             if options.error_if_exists {
-                return Err(Error::InvalidArgument(format!(
-                    "database {} already exists",
-                    dir.display()
-                )));
+                return Err(Error::InvalidArgument(format!("database {} already exists", dir.display())));
             }
             version::recover_manifest(fs, dir, &manifest)
         }
@@ -191,15 +152,9 @@ fn load_manifest(
                 ));
             }
             if !options.create_if_missing {
-                return Err(Error::InvalidArgument(format!(
-                    "database {} does not exist",
-                    dir.display()
-                )));
+                return Err(Error::InvalidArgument(format!("database {} does not exist", dir.display())));
             }
-            Ok(version::set::ManifestState {
-                next_file_number: 1,
-                ..Default::default()
-            })
+            Ok(version::set::ManifestState { next_file_number: 1, ..Default::default() })
         }
     }
 }
@@ -216,12 +171,7 @@ struct Replay<'a> {
 }
 
 impl<'a> Replay<'a> {
-    fn new(
-        tables: &'a TableEnv,
-        next_file: &'a AtomicU64,
-        options: &Options,
-        last_seq: u64,
-    ) -> Self {
+    fn new(tables: &'a TableEnv, next_file: &'a AtomicU64, options: &Options, last_seq: u64) -> Self {
         let capacity = options.write_buffer_size;
         Replay {
             tables,
@@ -253,14 +203,8 @@ impl<'a> Replay<'a> {
         for (index, &number) in numbers.iter().enumerate() {
             let path = filename::wal_path(dir, number);
             let name = path.display().to_string();
-            let data = fs
-                .read_all(&path)
-                .map_err(|e| Error::io(format!("reading {name}"), e))?;
-            let info = SegmentInfo {
-                number,
-                name,
-                is_last: index + 1 == numbers.len(),
-            };
+            let data = fs.read_all(&path).map_err(|e| Error::io(format!("reading {name}"), e))?;
+            let info = SegmentInfo { number, name, is_last: index + 1 == numbers.len() };
             let mut reader = SegmentReader::new(&data, info.clone(), options.wal_recovery_mode);
             while let Some(record) = reader.next_record()? {
                 self.apply(record, &info.name)?;
@@ -279,21 +223,12 @@ impl<'a> Replay<'a> {
         // Every commit in the log is newer than the manifest's state and than the commit
         // before it.
         if decoded.seq <= self.last_seq {
-            return Err(Error::corruption(
-                segment,
-                None,
-                "sequence numbers go backwards",
-            ));
+            return Err(Error::corruption(segment, None, "sequence numbers go backwards"));
         }
         if decoded.seq > MAX_SEQUENCE {
-            return Err(Error::corruption(
-                segment,
-                None,
-                "sequence number out of range",
-            ));
+            return Err(Error::corruption(segment, None, "sequence number out of range"));
         }
-        self.mem
-            .apply(decoded.seq, batch::effective_entries(&decoded.entries));
+        self.mem.apply(decoded.seq, batch::effective_entries(&decoded.entries));
         self.last_seq = decoded.seq;
         self.report.commits_replayed += 1;
         if self.mem.memory_bytes() >= self.write_buffer_size {
@@ -308,13 +243,9 @@ impl<'a> Replay<'a> {
         if self.mem.is_empty() {
             return Ok(());
         }
-        let point = GcPoint {
-            smallest_snapshot: MAX_SEQUENCE,
-            time_ms: 0,
-        };
+        let point = GcPoint { smallest_snapshot: MAX_SEQUENCE, time_ms: 0 };
         let number = self.next_file.fetch_add(1, Ordering::SeqCst);
-        self.added
-            .extend(self.tables.write_memtable(&self.mem, point, number)?);
+        self.added.extend(self.tables.write_memtable(&self.mem, point, number)?);
         let capacity = self.write_buffer_size;
         self.mem = Arc::new(Memtable::new(0, capacity, self.last_seq));
         Ok(())
@@ -322,18 +253,11 @@ impl<'a> Replay<'a> {
 }
 
 /// Removes files the new state does not reference. Failures leave orphans for next time.
-fn remove_obsolete_files(
-    fs: &dyn Fs,
-    dir: &Path,
-    version: &Version,
-    log_number: u64,
-    manifest_number: u64,
-) {
+fn remove_obsolete_files(fs: &dyn Fs, dir: &Path, version: &Version, log_number: u64, manifest_number: u64) {
     let Ok(names) = fs.list(dir) else {
         return;
     };
-    let live: std::collections::HashSet<u64> =
-        version.all_files().map(|(_, f)| f.desc.number).collect();
+    let live: std::collections::HashSet<u64> = version.all_files().map(|(_, f)| f.desc.number).collect();
     for name in names {
         let obsolete = match filename::parse(&name) {
             Some(FileKind::Wal(n)) => n < log_number,

@@ -28,15 +28,9 @@ pub struct Entry {
 
 /// Interprets a stored version: its user value and expiry, or `None` for tombstones and
 /// values expired at `now_ms`.
-fn decode_visible(
-    trailer: u64,
-    stored: &[u8],
-    now_ms: u64,
-) -> Result<Option<(&[u8], Option<u64>)>> {
-    let bad =
-        |reason: &str| Error::corruption("(entry)", None, format!("stored entry with {reason}"));
-    let kind =
-        EntryKind::from_byte(key::trailer_kind(trailer)).ok_or_else(|| bad("an unknown kind"))?;
+fn decode_visible(trailer: u64, stored: &[u8], now_ms: u64) -> Result<Option<(&[u8], Option<u64>)>> {
+    let bad = |reason: &str| Error::corruption("(entry)", None, format!("stored entry with {reason}"));
+    let kind = EntryKind::from_byte(key::trailer_kind(trailer)).ok_or_else(|| bad("an unknown kind"))?;
     match kind {
         EntryKind::Delete => Ok(None),
         EntryKind::Put => Ok(Some((stored, None))),
@@ -49,43 +43,26 @@ fn decode_visible(
 
 /// The entry a read sees for a stored version, if any.
 fn resolve(user_key: &[u8], trailer: u64, stored: &[u8], now_ms: u64) -> Result<Option<Entry>> {
-    Ok(
-        decode_visible(trailer, stored, now_ms)?.map(|(value, expires_at_ms)| Entry {
-            key: user_key.to_vec(),
-            value: value.to_vec(),
-            seq: key::trailer_seq(trailer),
-            expires_at_ms,
-        }),
-    )
-}
-
-/// [`resolve`] for a value the caller owns (no second copy of the value).
-fn resolve_owned(
-    user_key: &[u8],
-    trailer: u64,
-    mut stored: Vec<u8>,
-    now_ms: u64,
-) -> Result<Option<Entry>> {
-    let Some((value, expires_at_ms)) = decode_visible(trailer, &stored, now_ms)? else {
-        return Ok(None);
-    };
-    let prefix_bytes = stored.len() - value.len();
-    stored.drain(..prefix_bytes);
-    Ok(Some(Entry {
+    Ok(decode_visible(trailer, stored, now_ms)?.map(|(value, expires_at_ms)| Entry {
         key: user_key.to_vec(),
-        value: stored,
+        value: value.to_vec(),
         seq: key::trailer_seq(trailer),
         expires_at_ms,
     }))
 }
 
+/// [`resolve`] for a value the caller owns (no second copy of the value).
+fn resolve_owned(user_key: &[u8], trailer: u64, mut stored: Vec<u8>, now_ms: u64) -> Result<Option<Entry>> {
+    let Some((value, expires_at_ms)) = decode_visible(trailer, &stored, now_ms)? else {
+        return Ok(None);
+    };
+    let prefix_bytes = stored.len() - value.len();
+    stored.drain(..prefix_bytes);
+    Ok(Some(Entry { key: user_key.to_vec(), value: stored, seq: key::trailer_seq(trailer), expires_at_ms }))
+}
+
 /// Point lookup of `user_key` at `seq` in `state`.
-pub(crate) fn get_in(
-    state: &ReadState,
-    user_key: &[u8],
-    seq: u64,
-    now_ms: u64,
-) -> Result<Option<Entry>> {
+pub(crate) fn get_in(state: &ReadState, user_key: &[u8], seq: u64, now_ms: u64) -> Result<Option<Entry>> {
     for mem in std::iter::once(&state.mem).chain(state.imms.iter()) {
         if let Some(found) = mem.get(user_key, seq) {
             return resolve_owned(user_key, found.trailer, found.value, now_ms);
@@ -142,12 +119,7 @@ impl Snapshot {
         list.next_id += 1;
         let id = list.next_id;
         list.live.insert(id, (seq, read_time_ms));
-        Snapshot {
-            inner: inner.clone(),
-            id,
-            seq,
-            read_time_ms,
-        }
+        Snapshot { inner: inner.clone(), id, seq, read_time_ms }
     }
 
     /// The snapshot's sequence number.
@@ -306,12 +278,7 @@ impl DbIter {
             }
             if let Some((value, expires_at_ms)) = visible {
                 let seq = key::trailer_seq(trailer);
-                return Ok(Some(Entry {
-                    key: user_key,
-                    value,
-                    seq,
-                    expires_at_ms,
-                }));
+                return Ok(Some(Entry { key: user_key, value, seq, expires_at_ms }));
             }
         }
         Ok(None)

@@ -18,9 +18,41 @@ use crate::stats::Counters;
 use crate::{Error, Result, WriteBatch};
 use parking_lot::MutexGuard;
 use stampkv_wal::LogPosition;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// Longest a syncing commit waits for commits on their way to join its sync.
+const GROUP_GATHER_MAX: Duration = Duration::from_micros(100);
+
+/// Counts a commit as busy while it runs, except while it waits for its WAL sync.
+struct BusyCommit<'a> {
+    counter: &'a AtomicUsize,
+    counted: bool,
+}
+
+impl<'a> BusyCommit<'a> {
+    fn enter(counter: &'a AtomicUsize) -> Self {
+        counter.fetch_add(1, Ordering::AcqRel);
+        BusyCommit { counter, counted: true }
+    }
+    fn pause(&mut self) {
+        if std::mem::replace(&mut self.counted, false) {
+            self.counter.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+    fn resume(&mut self) {
+        if !std::mem::replace(&mut self.counted, true) {
+            self.counter.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+}
+
+impl Drop for BusyCommit<'_> {
+    fn drop(&mut self) {
+        self.pause();
+    }
+}
 
 /// Largest encoded batch accepted (the WAL's record limit is larger).
 pub const MAX_BATCH_BYTES: usize = 128 << 20;
@@ -32,9 +64,8 @@ impl DbInner {
         options: WriteOptions,
         build: impl FnOnce(&LatestView<'_>) -> Result<(WriteBatch, T), E>,
     ) -> Result<(u64, T), E> {
-        let needs_sync = options
-            .sync
-            .unwrap_or(self.options.sync_mode == SyncMode::Always);
+        let needs_sync = options.sync.unwrap_or(self.options.sync_mode == SyncMode::Always);
+        let mut busy = BusyCommit::enter(&self.busy_commits);
         let mut commit = self.commit.lock();
         self.make_room(&mut commit)?;
         let state = self.read_state.read().clone();
@@ -47,16 +78,14 @@ impl DbInner {
         let user_bytes = batch.user_bytes();
         let payload = batch.encode_with_seq(seq);
         if payload.len() > MAX_BATCH_BYTES {
-            return Err(Error::InvalidArgument(format!(
-                "batch of {} bytes is too large",
-                payload.len()
-            ))
-            .into());
+            return Err(
+                Error::InvalidArgument(format!("batch of {} bytes is too large", payload.len())).into()
+            );
         }
-        let end = self
-            .wal
-            .append(payload)
-            .map_err(|e| self.poison(e.into()))?;
+        // A commit that waits for a sync leaves writing its record to the syncer, which
+        // writes every waiting record with one call: a shorter critical section here.
+        let appended = if needs_sync { self.wal.append_deferred(payload) } else { self.wal.append(payload) };
+        let end = appended.map_err(|e| self.poison(e.into()))?;
         if batch.len() <= 1 {
             commit.mem.apply(seq, batch.iter());
         } else {
@@ -75,7 +104,16 @@ impl DbInner {
         Counters::add(&self.counters.commits, 1);
         Counters::add(&self.counters.user_bytes, user_bytes);
         let synced_to = if needs_sync {
-            self.wal.sync_to(end).map_err(|e| self.poison(e.into()))?;
+            busy.pause();
+            self.parked_syncs.lock().push(end.0);
+            let synced = self.wal.sync_to_gathering(end, || self.gather_group());
+            let mut parked = self.parked_syncs.lock();
+            if let Some(index) = parked.iter().position(|&p| p == end.0) {
+                parked.swap_remove(index);
+            }
+            busy.resume();
+            drop(parked);
+            synced.map_err(|e| self.poison(e.into()))?;
             end
         } else {
             LogPosition(0)
@@ -84,15 +122,27 @@ impl DbInner {
         Ok((seq, extra))
     }
 
+    /// Before starting an `fdatasync`, gives the commits that are busy — on their way to
+    /// the WAL, or just released by the previous sync and about to commit again — a moment
+    /// to append, so that this sync covers them too. A lone writer never waits.
+    fn gather_group(&self) {
+        let deadline = Instant::now() + GROUP_GATHER_MAX;
+        while Instant::now() < deadline {
+            // Released by the last sync but maybe not yet running again: busy too.
+            let synced = self.wal.synced_position().0;
+            let released = self.parked_syncs.lock().iter().filter(|&&p| p <= synced).count();
+            if self.busy_commits.load(Ordering::Acquire) + released == 0 {
+                return;
+            }
+            std::thread::yield_now();
+        }
+    }
+
     /// Advances the visible sequence number as far as it may go, then waits until it covers
     /// `seq`. `synced_to` is a WAL position this thread knows to be durable.
     fn publish(&self, seq: u64, synced_to: LogPosition) -> Result<()> {
         let mut publish = self.publish.lock();
-        while publish
-            .pending_sync
-            .front()
-            .is_some_and(|&(_, end)| end <= synced_to)
-        {
+        while publish.pending_sync.front().is_some_and(|&(_, end)| end <= synced_to) {
             publish.pending_sync.pop_front();
         }
         let publishable = match publish.pending_sync.front() {
@@ -104,12 +154,9 @@ impl DbInner {
         }
         while self.visible_seq.load(Ordering::Acquire) < seq {
             if self.is_poisoned() {
-                return Err(Error::Poisoned {
-                    reason: "an earlier commit failed to sync".into(),
-                });
+                return Err(Error::Poisoned { reason: "an earlier commit failed to sync".into() });
             }
-            self.publish_cv
-                .wait_for(&mut publish, Duration::from_millis(100));
+            self.publish_cv.wait_for(&mut publish, Duration::from_millis(100));
         }
         Ok(())
     }
@@ -131,10 +178,7 @@ impl DbInner {
                 let start = Instant::now();
                 MutexGuard::unlocked(commit, || std::thread::sleep(Duration::from_millis(1)));
                 Counters::add(&self.counters.slowdowns, 1);
-                Counters::add(
-                    &self.counters.stall_micros,
-                    start.elapsed().as_micros() as u64,
-                );
+                Counters::add(&self.counters.stall_micros, start.elapsed().as_micros() as u64);
                 continue;
             }
             if commit.mem.memory_bytes() < self.options.write_buffer_size {
@@ -149,10 +193,7 @@ impl DbInner {
                 self.request_compaction();
                 self.room_cv.wait_for(commit, Duration::from_millis(100));
                 Counters::add(&self.counters.stalls, 1);
-                Counters::add(
-                    &self.counters.stall_micros,
-                    start.elapsed().as_micros() as u64,
-                );
+                Counters::add(&self.counters.stall_micros, start.elapsed().as_micros() as u64);
                 continue;
             }
             self.switch_memtable(commit)?;
@@ -165,15 +206,9 @@ impl DbInner {
     /// Freezes the current memtable and starts a new one in a new WAL segment.
     pub(crate) fn switch_memtable(&self, commit: &mut CommitState) -> Result<()> {
         let segment = self.next_file.fetch_add(1, Ordering::SeqCst);
-        self.wal
-            .rotate(segment)
-            .map_err(|e| self.poison(e.into()))?;
+        self.wal.rotate(segment).map_err(|e| self.poison(e.into()))?;
         self.wal_segments.lock().push(segment);
-        let fresh = Arc::new(Memtable::new(
-            segment,
-            self.options.write_buffer_size,
-            commit.last_seq,
-        ));
+        let fresh = Arc::new(Memtable::new(segment, self.options.write_buffer_size, commit.last_seq));
         let frozen = std::mem::replace(&mut commit.mem, fresh.clone());
         frozen.seal(commit.last_seq);
         {
@@ -181,11 +216,7 @@ impl DbInner {
             let mut imms = Vec::with_capacity(state.imms.len() + 1);
             imms.push(frozen);
             imms.extend(state.imms.iter().cloned());
-            *state = Arc::new(ReadState {
-                mem: fresh,
-                imms,
-                version: state.version.clone(),
-            });
+            *state = Arc::new(ReadState { mem: fresh, imms, version: state.version.clone() });
         }
         self.request_flush();
         Ok(())
@@ -205,8 +236,7 @@ impl DbInner {
         }
         while !self.read_state.read().imms.is_empty() {
             self.check_writable(&commit)?;
-            self.room_cv
-                .wait_for(&mut commit, Duration::from_millis(100));
+            self.room_cv.wait_for(&mut commit, Duration::from_millis(100));
         }
         Ok(())
     }

@@ -105,11 +105,8 @@ impl FileData {
     }
 
     fn set_len(&mut self, len: usize) {
-        let (lo, hi) = if len < self.current.len() {
-            (len, self.current.len())
-        } else {
-            (self.current.len(), len)
-        };
+        let (lo, hi) =
+            if len < self.current.len() { (len, self.current.len()) } else { (self.current.len(), len) };
         self.remember_pages(lo, hi);
         self.current.resize(len, 0);
     }
@@ -144,10 +141,8 @@ impl FileData {
             let old_from = from + keep_new_bytes;
             data[old_from..to].copy_from_slice(&old[keep_new_bytes..to - from]);
         }
-        let (short, long) = (
-            self.current.len().min(self.durable_len),
-            self.current.len().max(self.durable_len),
-        );
+        let (short, long) =
+            (self.current.len().min(self.durable_len), self.current.len().max(self.durable_len));
         let len = match rng.below(3) {
             0 => self.durable_len,
             1 => self.current.len(),
@@ -252,10 +247,7 @@ impl FsFile for MemFile {
 }
 
 fn eof() -> io::Error {
-    io::Error::new(
-        io::ErrorKind::UnexpectedEof,
-        "read past the end of the file",
-    )
+    io::Error::new(io::ErrorKind::UnexpectedEof, "read past the end of the file")
 }
 
 fn too_large() -> io::Error {
@@ -263,10 +255,7 @@ fn too_large() -> io::Error {
 }
 
 fn not_found(path: &Path) -> io::Error {
-    io::Error::new(
-        io::ErrorKind::NotFound,
-        format!("{}: no such file", path.display()),
-    )
+    io::Error::new(io::ErrorKind::NotFound, format!("{}: no such file", path.display()))
 }
 
 struct MemLock {
@@ -312,17 +301,8 @@ impl MemFs {
             }
             if let Some(file) = state.inodes.get(inode) {
                 let current = file.data.lock().crashed(&mut rng, policy);
-                let data = FileData {
-                    durable_len: current.len(),
-                    current,
-                    undo: BTreeMap::new(),
-                };
-                inodes.insert(
-                    *inode,
-                    Arc::new(MemFile {
-                        data: Mutex::new(data),
-                    }),
-                );
+                let data = FileData { durable_len: current.len(), current, undo: BTreeMap::new() };
+                inodes.insert(*inode, Arc::new(MemFile { data: Mutex::new(data) }));
             }
         }
         let new_state = MemState {
@@ -334,9 +314,7 @@ impl MemFs {
             locks: HashSet::new(),
             next_inode: state.next_inode,
         };
-        MemFs {
-            state: Arc::new(Mutex::new(new_state)),
-        }
+        MemFs { state: Arc::new(Mutex::new(new_state)) }
     }
 
     /// Total bytes held by files that have a name.
@@ -364,11 +342,7 @@ impl MemFs {
     fn file(&self, path: &Path) -> io::Result<Arc<MemFile>> {
         let state = self.state.lock();
         let inode = state.names.get(path).ok_or_else(|| not_found(path))?;
-        state
-            .inodes
-            .get(inode)
-            .cloned()
-            .ok_or_else(|| not_found(path))
+        state.inodes.get(inode).cloned().ok_or_else(|| not_found(path))
     }
 }
 
@@ -376,22 +350,14 @@ impl Fs for MemFs {
     fn create(&self, path: &Path) -> io::Result<Arc<dyn FsFile>> {
         let mut state = self.state.lock();
         if state.names.contains_key(path) {
-            return Err(io::Error::new(
-                io::ErrorKind::AlreadyExists,
-                format!("{}", path.display()),
-            ));
+            return Err(io::Error::new(io::ErrorKind::AlreadyExists, format!("{}", path.display())));
         }
         state.next_inode += 1;
         let inode = state.next_inode;
-        let file = Arc::new(MemFile {
-            data: Mutex::new(FileData::default()),
-        });
+        let file = Arc::new(MemFile { data: Mutex::new(FileData::default()) });
         state.inodes.insert(inode, file.clone());
         state.names.insert(path.to_path_buf(), inode);
-        state.pending_ops.push(DirOp::Link {
-            path: path.to_path_buf(),
-            inode,
-        });
+        state.pending_ops.push(DirOp::Link { path: path.to_path_buf(), inode });
         Ok(file)
     }
     fn open(&self, path: &Path) -> io::Result<Arc<dyn FsFile>> {
@@ -404,18 +370,13 @@ impl Fs for MemFs {
         let mut state = self.state.lock();
         let inode = state.names.remove(from).ok_or_else(|| not_found(from))?;
         state.names.insert(to.to_path_buf(), inode);
-        state.pending_ops.push(DirOp::Rename {
-            from: from.to_path_buf(),
-            to: to.to_path_buf(),
-        });
+        state.pending_ops.push(DirOp::Rename { from: from.to_path_buf(), to: to.to_path_buf() });
         Ok(())
     }
     fn remove(&self, path: &Path) -> io::Result<()> {
         let mut state = self.state.lock();
         state.names.remove(path).ok_or_else(|| not_found(path))?;
-        state.pending_ops.push(DirOp::Unlink {
-            path: path.to_path_buf(),
-        });
+        state.pending_ops.push(DirOp::Unlink { path: path.to_path_buf() });
         Ok(())
     }
     fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
@@ -450,12 +411,7 @@ impl Fs for MemFs {
         }
         state.pending_ops = remaining;
         // Inodes no name refers to, durably or not, can go.
-        let live: HashSet<u64> = state
-            .names
-            .values()
-            .chain(state.durable_names.values())
-            .copied()
-            .collect();
+        let live: HashSet<u64> = state.names.values().chain(state.durable_names.values()).copied().collect();
         state.inodes.retain(|inode, _| live.contains(inode));
         Ok(())
     }
@@ -471,10 +427,7 @@ impl Fs for MemFs {
                 "the lock is held by another open database",
             ));
         }
-        Ok(Box::new(MemLock {
-            state: self.state.clone(),
-            path: path.to_path_buf(),
-        }))
+        Ok(Box::new(MemLock { state: self.state.clone(), path: path.to_path_buf() }))
     }
 }
 
@@ -503,10 +456,7 @@ mod tests {
         assert!(!crashed.exists(Path::new("/db/b")));
         let kept = fs.crash_clone(CrashPolicy::KeepAll);
         assert_eq!(kept.read_all(Path::new("/db/a")).unwrap(), b"durable-lost");
-        assert_eq!(
-            kept.read_all(Path::new("/db/b")).unwrap(),
-            b"never linked durably"
-        );
+        assert_eq!(kept.read_all(Path::new("/db/b")).unwrap(), b"never linked durably");
     }
 
     #[test]
@@ -552,8 +502,7 @@ mod tests {
         fs.sync_dir(dir).unwrap();
         let t = write_file(&fs, "/x/CURRENT.tmp", b"new");
         t.sync_data().unwrap();
-        fs.rename(Path::new("/x/CURRENT.tmp"), Path::new("/x/CURRENT"))
-            .unwrap();
+        fs.rename(Path::new("/x/CURRENT.tmp"), Path::new("/x/CURRENT")).unwrap();
         for seed in 0..50 {
             let crashed = fs.crash_clone(CrashPolicy::Random(seed));
             let current = crashed.read_all(Path::new("/x/CURRENT")).unwrap();
@@ -568,10 +517,7 @@ mod tests {
     fn locks_are_exclusive_until_dropped() {
         let fs = MemFs::new();
         let lock = fs.lock(Path::new("/LOCK")).unwrap();
-        assert_eq!(
-            fs.lock(Path::new("/LOCK")).err().unwrap().kind(),
-            io::ErrorKind::WouldBlock
-        );
+        assert_eq!(fs.lock(Path::new("/LOCK")).err().unwrap().kind(), io::ErrorKind::WouldBlock);
         drop(lock);
         fs.lock(Path::new("/LOCK")).unwrap();
     }

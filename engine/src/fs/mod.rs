@@ -105,11 +105,7 @@ const FILE_WRITER_BUFFER_BYTES: usize = 256 * 1024;
 
 impl FileWriter {
     pub(crate) fn new(file: Arc<dyn FsFile>) -> Self {
-        FileWriter {
-            file,
-            offset: 0,
-            buf: Vec::with_capacity(FILE_WRITER_BUFFER_BYTES),
-        }
+        FileWriter { file, offset: 0, buf: Vec::with_capacity(FILE_WRITER_BUFFER_BYTES) }
     }
 
     fn flush_buffer(&mut self) -> io::Result<()> {

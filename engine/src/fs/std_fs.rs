@@ -38,11 +38,7 @@ impl FsLock for StdLock {}
 
 impl Fs for StdFs {
     fn create(&self, path: &Path) -> io::Result<Arc<dyn FsFile>> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(path)?;
+        let file = OpenOptions::new().read(true).write(true).create_new(true).open(path)?;
         Ok(Arc::new(file))
     }
     fn open(&self, path: &Path) -> io::Result<Arc<dyn FsFile>> {
@@ -77,18 +73,12 @@ impl Fs for StdFs {
         path.exists()
     }
     fn lock(&self, path: &Path) -> io::Result<Box<dyn FsLock>> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)?;
+        let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)?;
         match file.try_lock() {
             Ok(()) => Ok(Box::new(StdLock { _file: file })),
-            Err(TryLockError::WouldBlock) => Err(io::Error::new(
-                io::ErrorKind::WouldBlock,
-                "the lock is held by another open database",
-            )),
+            Err(TryLockError::WouldBlock) => {
+                Err(io::Error::new(io::ErrorKind::WouldBlock, "the lock is held by another open database"))
+            }
             Err(TryLockError::Error(e)) => Err(e),
         }
     }

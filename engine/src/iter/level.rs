@@ -17,11 +17,7 @@ pub struct LevelIter {
 impl LevelIter {
     /// Iterates `files`, which must be sorted and disjoint.
     pub fn new(files: Vec<Arc<TableFile>>) -> Self {
-        LevelIter {
-            files,
-            index: 0,
-            current: None,
-        }
+        LevelIter { files, index: 0, current: None }
     }
 
     fn open(&mut self, index: usize) -> Option<&mut TableSource> {
@@ -62,9 +58,7 @@ impl LevelIter {
     }
 
     fn source(&self) -> &TableSource {
-        self.current
-            .as_ref()
-            .expect("level iterator used while invalid")
+        self.current.as_ref().expect("level iterator used while invalid")
     }
 }
 
@@ -75,12 +69,7 @@ impl InternalIterator for LevelIter {
     fn seek(&mut self, user_key: &[u8], trailer: u64) -> Result<()> {
         // First file whose largest key is >= the target.
         let index = self.files.partition_point(|f| {
-            key::compare(
-                &f.desc.largest_key,
-                f.desc.largest_trailer,
-                user_key,
-                trailer,
-            ) == Ordering::Less
+            key::compare(&f.desc.largest_key, f.desc.largest_trailer, user_key, trailer) == Ordering::Less
         });
         match self.open(index) {
             Some(source) => source.seek(user_key, trailer)?,
@@ -94,12 +83,8 @@ impl InternalIterator for LevelIter {
     fn seek_for_prev(&mut self, user_key: &[u8], trailer: u64) -> Result<()> {
         // Last file whose smallest key is <= the target.
         let count = self.files.partition_point(|f| {
-            key::compare(
-                &f.desc.smallest_key,
-                f.desc.smallest_trailer,
-                user_key,
-                trailer,
-            ) != Ordering::Greater
+            key::compare(&f.desc.smallest_key, f.desc.smallest_trailer, user_key, trailer)
+                != Ordering::Greater
         });
         if count == 0 {
             self.current = None;

@@ -25,11 +25,7 @@ pub struct MergingIter {
 impl MergingIter {
     /// Merges `children`.
     pub fn new(children: Vec<Box<dyn InternalIterator>>) -> Self {
-        MergingIter {
-            children,
-            current: None,
-            direction: Direction::Forward,
-        }
+        MergingIter { children, current: None, direction: Direction::Forward }
     }
 
     fn child_cmp(&self, a: usize, b: usize) -> Ordering {
@@ -40,9 +36,7 @@ impl MergingIter {
     fn find_smallest(&mut self) {
         let mut best: Option<usize> = None;
         for i in 0..self.children.len() {
-            if self.children[i].valid()
-                && best.is_none_or(|b| self.child_cmp(i, b) == Ordering::Less)
-            {
+            if self.children[i].valid() && best.is_none_or(|b| self.child_cmp(i, b) == Ordering::Less) {
                 best = Some(i);
             }
         }
@@ -52,9 +46,7 @@ impl MergingIter {
     fn find_largest(&mut self) {
         let mut best: Option<usize> = None;
         for i in 0..self.children.len() {
-            if self.children[i].valid()
-                && best.is_none_or(|b| self.child_cmp(i, b) == Ordering::Greater)
-            {
+            if self.children[i].valid() && best.is_none_or(|b| self.child_cmp(i, b) == Ordering::Greater) {
                 best = Some(i);
             }
         }
@@ -69,18 +61,14 @@ impl MergingIter {
     /// Puts every non-current child at the first entry after the current key.
     fn switch_to_forward(&mut self) -> Result<()> {
         let current = self.current.expect("merging iterator used while invalid");
-        let (user_key, trailer) = (
-            self.current_child().user_key().to_vec(),
-            self.current_child().trailer(),
-        );
+        let (user_key, trailer) = (self.current_child().user_key().to_vec(), self.current_child().trailer());
         for (i, child) in self.children.iter_mut().enumerate() {
             if i == current {
                 continue;
             }
             child.seek(&user_key, trailer)?;
             if child.valid()
-                && key::compare(child.user_key(), child.trailer(), &user_key, trailer)
-                    == Ordering::Equal
+                && key::compare(child.user_key(), child.trailer(), &user_key, trailer) == Ordering::Equal
             {
                 child.next()?;
             }
@@ -92,18 +80,14 @@ impl MergingIter {
     /// Puts every non-current child at the last entry before the current key.
     fn switch_to_reverse(&mut self) -> Result<()> {
         let current = self.current.expect("merging iterator used while invalid");
-        let (user_key, trailer) = (
-            self.current_child().user_key().to_vec(),
-            self.current_child().trailer(),
-        );
+        let (user_key, trailer) = (self.current_child().user_key().to_vec(), self.current_child().trailer());
         for (i, child) in self.children.iter_mut().enumerate() {
             if i == current {
                 continue;
             }
             child.seek_for_prev(&user_key, trailer)?;
             if child.valid()
-                && key::compare(child.user_key(), child.trailer(), &user_key, trailer)
-                    == Ordering::Equal
+                && key::compare(child.user_key(), child.trailer(), &user_key, trailer) == Ordering::Equal
             {
                 child.prev()?;
             }

@@ -86,27 +86,19 @@ impl VersionEdit {
         while !reader.is_empty() {
             let tag = reader.varint().ok_or("truncated tag")?;
             match tag {
-                TAG_FORMAT => {
-                    edit.format_version = Some(reader.varint().ok_or("truncated format")?)
-                }
-                TAG_LOG_NUMBER => {
-                    edit.log_number = Some(reader.varint().ok_or("truncated log number")?)
-                }
+                TAG_FORMAT => edit.format_version = Some(reader.varint().ok_or("truncated format")?),
+                TAG_LOG_NUMBER => edit.log_number = Some(reader.varint().ok_or("truncated log number")?),
                 TAG_NEXT_FILE => {
                     edit.next_file_number = Some(reader.varint().ok_or("truncated file number")?)
                 }
                 TAG_LAST_SEQ => edit.last_seq = Some(reader.varint().ok_or("truncated sequence")?),
                 TAG_DELETED => {
                     let level = decode_level(&mut reader)?;
-                    edit.deleted
-                        .push((level, reader.varint().ok_or("truncated deleted file")?));
+                    edit.deleted.push((level, reader.varint().ok_or("truncated deleted file")?));
                 }
                 TAG_ADDED => {
                     let level = decode_level(&mut reader)?;
-                    edit.added.push((
-                        level,
-                        decode_file(&mut reader).ok_or("truncated added file")?,
-                    ));
+                    edit.added.push((level, decode_file(&mut reader).ok_or("truncated added file")?));
                 }
                 _ => return Err("unknown manifest field"),
             }
@@ -117,10 +109,7 @@ impl VersionEdit {
 
 fn decode_level(reader: &mut Reader<'_>) -> Result<usize, &'static str> {
     let level = reader.varint().ok_or("truncated level")?;
-    usize::try_from(level)
-        .ok()
-        .filter(|l| *l < NUM_LEVELS)
-        .ok_or("level out of range")
+    usize::try_from(level).ok().filter(|l| *l < NUM_LEVELS).ok_or("level out of range")
 }
 
 fn decode_file(reader: &mut Reader<'_>) -> Option<FileDesc> {

@@ -46,13 +46,7 @@ pub struct TableFile {
 
 impl TableFile {
     pub(crate) fn new(desc: FileDesc, table: Arc<Table>, path: PathBuf, fs: Arc<dyn Fs>) -> Self {
-        TableFile {
-            desc,
-            table,
-            path,
-            fs,
-            obsolete: AtomicBool::new(false),
-        }
+        TableFile { desc, table, path, fs, obsolete: AtomicBool::new(false) }
     }
 
     /// Marks the file for removal when its last handle drops. Call only after the manifest
@@ -73,8 +67,6 @@ impl Drop for TableFile {
 
 impl std::fmt::Debug for TableFile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TableFile")
-            .field("desc", &self.desc)
-            .finish_non_exhaustive()
+        f.debug_struct("TableFile").field("desc", &self.desc).finish_non_exhaustive()
     }
 }

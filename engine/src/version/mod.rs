@@ -53,10 +53,7 @@ impl Version {
 
     /// All files with their level.
     pub fn all_files(&self) -> impl Iterator<Item = (usize, &Arc<TableFile>)> {
-        self.levels
-            .iter()
-            .enumerate()
-            .flat_map(|(l, files)| files.iter().map(move |f| (l, f)))
+        self.levels.iter().enumerate().flat_map(|(l, files)| files.iter().map(move |f| (l, f)))
     }
 
     /// Verifies the sorted-level invariant (used by debug builds and tests).

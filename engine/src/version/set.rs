@@ -30,9 +30,7 @@ impl ManifestState {
         let bad = |reason: String| Error::corruption(manifest, None, reason);
         for &(level, number) in &edit.deleted {
             if self.levels[level].remove(&number).is_none() {
-                return Err(bad(format!(
-                    "edit deletes file {number} not in level {level}"
-                )));
+                return Err(bad(format!("edit deletes file {number} not in level {level}")));
             }
         }
         for (level, desc) in &edit.added {
@@ -41,14 +39,8 @@ impl ManifestState {
             }
             self.levels[*level].insert(desc.number, desc.clone());
         }
-        self.log_number = edit
-            .log_number
-            .unwrap_or(self.log_number)
-            .max(self.log_number);
-        self.next_file_number = edit
-            .next_file_number
-            .unwrap_or(0)
-            .max(self.next_file_number);
+        self.log_number = edit.log_number.unwrap_or(self.log_number).max(self.log_number);
+        self.next_file_number = edit.next_file_number.unwrap_or(0).max(self.next_file_number);
         self.last_seq = edit.last_seq.unwrap_or(0).max(self.last_seq);
         Ok(())
     }
@@ -60,61 +52,32 @@ pub(crate) fn read_current(fs: &dyn Fs, dir: &Path) -> Result<Option<String>> {
     if !fs.exists(&path) {
         return Ok(None);
     }
-    let bytes = fs
-        .read_all(&path)
-        .map_err(|e| Error::io("reading CURRENT", e))?;
-    let text = std::str::from_utf8(&bytes)
-        .ok()
-        .and_then(|t| t.strip_suffix('\n'));
+    let bytes = fs.read_all(&path).map_err(|e| Error::io("reading CURRENT", e))?;
+    let text = std::str::from_utf8(&bytes).ok().and_then(|t| t.strip_suffix('\n'));
     match text.map(filename::parse) {
         Some(Some(filename::FileKind::Manifest(_))) => Ok(text.map(str::to_owned)),
-        _ => Err(Error::corruption(
-            "CURRENT",
-            None,
-            "does not name a manifest",
-        )),
+        _ => Err(Error::corruption("CURRENT", None, "does not name a manifest")),
     }
 }
 
 /// Replays a manifest.
 pub(crate) fn recover_manifest(fs: &dyn Fs, dir: &Path, name: &str) -> Result<ManifestState> {
     let Some(filename::FileKind::Manifest(number)) = filename::parse(name) else {
-        return Err(Error::corruption(
-            "CURRENT",
-            None,
-            "does not name a manifest",
-        ));
+        return Err(Error::corruption("CURRENT", None, "does not name a manifest"));
     };
-    let data = fs
-        .read_all(&dir.join(name))
-        .map_err(|e| Error::io(format!("reading {name}"), e))?;
-    let info = SegmentInfo {
-        number,
-        name: name.to_owned(),
-        is_last: true,
-    };
+    let data = fs.read_all(&dir.join(name)).map_err(|e| Error::io(format!("reading {name}"), e))?;
+    let info = SegmentInfo { number, name: name.to_owned(), is_last: true };
     // A torn last edit was never acknowledged (its flush or compaction did not finish).
     let mut reader = SegmentReader::new(&data, info, RecoveryMode::TolerateCorruptedTail);
     let mut state = ManifestState::default();
     let mut first = true;
     while let Some(record) = reader.next_record()? {
-        let edit =
-            VersionEdit::decode(record).map_err(|reason| Error::corruption(name, None, reason))?;
+        let edit = VersionEdit::decode(record).map_err(|reason| Error::corruption(name, None, reason))?;
         if first {
             match edit.format_version {
                 Some(super::edit::MANIFEST_FORMAT_VERSION) => {}
-                Some(other) => {
-                    return Err(Error::Unsupported(format!(
-                        "{name}: manifest format {other}"
-                    )))
-                }
-                None => {
-                    return Err(Error::corruption(
-                        name,
-                        None,
-                        "first edit has no format version",
-                    ))
-                }
+                Some(other) => return Err(Error::Unsupported(format!("{name}: manifest format {other}"))),
+                None => return Err(Error::corruption(name, None, "first edit has no format version")),
             }
             first = false;
         }
@@ -154,15 +117,8 @@ impl VersionSet {
         max_manifest_bytes: u64,
     ) -> Result<Self> {
         let manifest_number = next_file.fetch_add(1, Ordering::SeqCst);
-        let manifest = write_new_manifest(
-            &*fs,
-            dir,
-            manifest_number,
-            &version,
-            log_number,
-            next_file,
-            last_seq,
-        )?;
+        let manifest =
+            write_new_manifest(&*fs, dir, manifest_number, &version, log_number, next_file, last_seq)?;
         Ok(VersionSet {
             fs,
             dir: dir.to_path_buf(),
@@ -214,24 +170,18 @@ impl VersionSet {
             let before = levels[level].len();
             levels[level].retain(|f| f.desc.number != number);
             if levels[level].len() == before {
-                return Err(Error::InvalidArgument(format!(
-                    "edit deletes unknown file {number}"
-                )));
+                return Err(Error::InvalidArgument(format!("edit deletes unknown file {number}")));
             }
         }
         for (level, desc) in &edit.added {
             let file = added
                 .iter()
                 .find(|f| f.desc.number == desc.number)
-                .ok_or_else(|| {
-                    Error::InvalidArgument(format!("no handle for added file {}", desc.number))
-                })?;
+                .ok_or_else(|| Error::InvalidArgument(format!("no handle for added file {}", desc.number)))?;
             levels[*level].push(file.clone());
         }
         let version = Version::from_levels(levels);
-        version
-            .check_disjoint_levels()
-            .map_err(Error::InvalidArgument)?;
+        version.check_disjoint_levels().map_err(Error::InvalidArgument)?;
         Ok(version)
     }
 
@@ -269,26 +219,15 @@ fn write_new_manifest(
 ) -> Result<LogWriter<LogFileHandle>> {
     let name = filename::manifest_name(number);
     let path = dir.join(&name);
-    let file = fs
-        .create(&path)
-        .map_err(|e| Error::io(format!("creating {name}"), e))?;
-    let mut writer = LogWriter::create(
-        LogFileHandle(file),
-        number,
-        WalOptions {
-            preallocate_bytes: 0,
-        },
-    )?;
+    let file = fs.create(&path).map_err(|e| Error::io(format!("creating {name}"), e))?;
+    let mut writer = LogWriter::create(LogFileHandle(file), number, WalOptions { preallocate_bytes: 0 })?;
     let snapshot = VersionEdit {
         format_version: Some(super::edit::MANIFEST_FORMAT_VERSION),
         log_number: Some(log_number),
         next_file_number: Some(next_file.load(Ordering::SeqCst)),
         last_seq: Some(last_seq),
         deleted: Vec::new(),
-        added: version
-            .all_files()
-            .map(|(level, f)| (level, f.desc.clone()))
-            .collect(),
+        added: version.all_files().map(|(level, f)| (level, f.desc.clone())).collect(),
     };
     writer.add_record(&snapshot.encode())?;
     writer.sync()?;
@@ -300,17 +239,11 @@ fn write_new_manifest(
 fn set_current(fs: &dyn Fs, dir: &Path, manifest_name: &str, temp_number: u64) -> Result<()> {
     let temp = filename::temp_path(dir, temp_number);
     let context = |what: &str| format!("{what} while installing CURRENT");
-    let file = fs
-        .create(&temp)
-        .map_err(|e| Error::io(context("creating a temporary file"), e))?;
+    let file = fs.create(&temp).map_err(|e| Error::io(context("creating a temporary file"), e))?;
     let contents = format!("{manifest_name}\n");
-    file.write_all_at(contents.as_bytes(), 0)
-        .map_err(|e| Error::io(context("writing"), e))?;
-    file.sync_data()
-        .map_err(|e| Error::io(context("syncing"), e))?;
-    fs.rename(&temp, &filename::current_path(dir))
-        .map_err(|e| Error::io(context("renaming"), e))?;
-    fs.sync_dir(dir)
-        .map_err(|e| Error::io(context("syncing the directory"), e))?;
+    file.write_all_at(contents.as_bytes(), 0).map_err(|e| Error::io(context("writing"), e))?;
+    file.sync_data().map_err(|e| Error::io(context("syncing"), e))?;
+    fs.rename(&temp, &filename::current_path(dir)).map_err(|e| Error::io(context("renaming"), e))?;
+    fs.sync_dir(dir).map_err(|e| Error::io(context("syncing the directory"), e))?;
     Ok(())
 }

@@ -31,8 +31,5 @@ impl Rng {
 
 /// An integer from the environment, or a default (CI uses the defaults).
 pub fn env_or(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }

@@ -23,9 +23,8 @@ fn bench_gets(table: &stampkv_sstable::Table, entries: &[Entry], rng: &mut Rng, 
     }
     let per_get = start.elapsed().as_nanos() as f64 / probes.len() as f64;
     println!("{label}: cached get (present): {per_get:.0} ns/op");
-    let absent: Vec<[u8; 16]> = (0..1_000_000u64)
-        .map(|i| format!("absent-{i:09}").into_bytes().try_into().unwrap())
-        .collect();
+    let absent: Vec<[u8; 16]> =
+        (0..1_000_000u64).map(|i| format!("absent-{i:09}").into_bytes().try_into().unwrap()).collect();
     let start = Instant::now();
     for user in &absent {
         black_box(table.get(user, u64::MAX).unwrap());
@@ -46,10 +45,7 @@ fn bench_scans(table: &Arc<stampkv_sstable::Table>, label: &str) {
             it.next().unwrap();
         }
         let secs = start.elapsed().as_secs_f64();
-        println!(
-            "{label}: forward scan: {:.1} M entries/s",
-            count as f64 / secs / 1e6
-        );
+        println!("{label}: forward scan: {:.1} M entries/s", count as f64 / secs / 1e6);
     }
     let start = Instant::now();
     let mut it = table.iter();
@@ -76,14 +72,8 @@ fn bench_cached_get_and_scan() {
     for n in sizes {
         let entries = fixed_entries(n, 100);
         // BENCH_RESTART=<n> overrides the restart interval (default 16).
-        let restart_interval = std::env::var("BENCH_RESTART")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(16);
-        let options = TableOptions {
-            restart_interval,
-            ..TableOptions::default()
-        };
+        let restart_interval = std::env::var("BENCH_RESTART").ok().and_then(|v| v.parse().ok()).unwrap_or(16);
+        let options = TableOptions { restart_interval, ..TableOptions::default() };
         let bytes = build(&entries, options);
         let cache = Arc::new(BlockCache::new(256 << 20));
         let table = open(bytes, 1, Some(cache.clone()));

@@ -24,14 +24,8 @@ fn rejects_out_of_order_and_duplicates() {
     assert_eq!(b.entry_count(), 3);
     let (summary, bytes) = b.finish(&[]).unwrap();
     assert_eq!(summary.entry_count, 3);
-    assert_eq!(
-        (summary.smallest_key.as_slice(), summary.smallest_trailer),
-        (&b"b"[..], 10)
-    );
-    assert_eq!(
-        (summary.largest_key.as_slice(), summary.largest_trailer),
-        (&b"b\x00"[..], u64::MAX)
-    );
+    assert_eq!((summary.smallest_key.as_slice(), summary.smallest_trailer), (&b"b"[..], 10));
+    assert_eq!((summary.largest_key.as_slice(), summary.largest_trailer), (&b"b\x00"[..], u64::MAX));
     assert_eq!(summary.file_size, bytes.len() as u64);
     let table = open(bytes, 1, None);
     assert_eq!(table.get(b"b", 9).unwrap(), Some((9, b"3".to_vec())));
@@ -40,9 +34,7 @@ fn rejects_out_of_order_and_duplicates() {
 
 #[test]
 fn empty_table() {
-    let (summary, bytes) = TableBuilder::new(Vec::new(), TableOptions::default())
-        .finish(&[])
-        .unwrap();
+    let (summary, bytes) = TableBuilder::new(Vec::new(), TableOptions::default()).finish(&[]).unwrap();
     assert_eq!(summary.entry_count, 0);
     assert!(summary.smallest_key.is_empty() && summary.largest_key.is_empty());
     let table = open(bytes, 1, None);
@@ -81,10 +73,7 @@ fn estimated_size_tracks_output() {
 #[test]
 fn iterator_runs_off_both_ends_and_comes_back() {
     let entries = fixed_entries(100, 10);
-    let options = TableOptions {
-        block_size: 64,
-        ..TableOptions::default()
-    };
+    let options = TableOptions { block_size: 64, ..TableOptions::default() };
     let table = open(build(&entries, options), 1, None);
     let mut it = table.iter();
     it.seek_to_last().unwrap();
@@ -120,10 +109,7 @@ fn real_file_round_trip() {
     let file: Arc<dyn ReadAt> = Arc::new(std::fs::File::open(&path).unwrap());
     let table = Table::open(file, 1, "000001.sst".into(), None).unwrap();
     for (user, trailer, value) in entries.iter().step_by(7) {
-        assert_eq!(
-            table.get(user, *trailer).unwrap(),
-            Some((*trailer, value.clone()))
-        );
+        assert_eq!(table.get(user, *trailer).unwrap(), Some((*trailer, value.clone())));
     }
 }
 
@@ -148,10 +134,7 @@ impl Write for FailingWriter {
 
 #[test]
 fn write_errors_poison_the_builder() {
-    let options = TableOptions {
-        block_size: 256,
-        ..TableOptions::default()
-    };
+    let options = TableOptions { block_size: 256, ..TableOptions::default() };
     let mut b = TableBuilder::new(FailingWriter { budget: 1000 }, options);
     let mut saw_error = false;
     for (user, trailer, value) in fixed_entries(100, 50) {
@@ -188,10 +171,7 @@ impl ReadAt for FlakyFile {
 #[test]
 fn read_errors_surface_from_the_moving_call() {
     let entries = fixed_entries(300, 40);
-    let options = TableOptions {
-        block_size: 512,
-        ..TableOptions::default()
-    };
+    let options = TableOptions { block_size: 512, ..TableOptions::default() };
     let flaky = Arc::new(FlakyFile {
         bytes: build(&entries, options),
         fail_at: 0, // the first data block
@@ -205,10 +185,7 @@ fn read_errors_surface_from_the_moving_call() {
     match it.seek_to_first() {
         Err(TableError::Io(e)) => {
             let msg = e.to_string();
-            assert!(
-                msg.contains("flaky.sst") && msg.contains("offset 0"),
-                "{msg}"
-            );
+            assert!(msg.contains("flaky.sst") && msg.contains("offset 0"), "{msg}");
         }
         other => panic!("expected an I/O error, got {other:?}"),
     }

@@ -9,10 +9,7 @@ use crate::common::{build, fixed_entries, open, Entry};
 
 fn table_bytes(n: usize) -> (Vec<u8>, Vec<Entry>) {
     let entries = fixed_entries(n, 100);
-    let options = TableOptions {
-        block_size: 1024,
-        ..TableOptions::default()
-    };
+    let options = TableOptions { block_size: 1024, ..TableOptions::default() };
     (build(&entries, options), entries)
 }
 
@@ -23,15 +20,9 @@ fn hits_after_first_read() {
     let table = open(bytes, 1, Some(cache.clone()));
     let (user, trailer, value) = &entries[1234];
     assert_eq!(cache.hit_stats(), (0, 0));
-    assert_eq!(
-        table.get(user, *trailer).unwrap(),
-        Some((*trailer, value.clone()))
-    );
+    assert_eq!(table.get(user, *trailer).unwrap(), Some((*trailer, value.clone())));
     assert_eq!(cache.hit_stats(), (0, 1));
-    assert_eq!(
-        table.get(user, *trailer).unwrap(),
-        Some((*trailer, value.clone()))
-    );
+    assert_eq!(table.get(user, *trailer).unwrap(), Some((*trailer, value.clone())));
     assert_eq!(cache.hit_stats(), (1, 1));
     // A full scan misses once per block, then hits everywhere.
     let blocks = table.properties().data_block_count;
@@ -52,10 +43,7 @@ fn hits_after_first_read() {
     // A second table with another id does not see the first one's blocks.
     let (bytes2, _) = table_bytes(10);
     let other = open(bytes2, 2, Some(cache.clone()));
-    assert_eq!(
-        other.get(&entries[0].0, u64::MAX).unwrap().map(|e| e.0),
-        Some(entries[0].1)
-    );
+    assert_eq!(other.get(&entries[0].0, u64::MAX).unwrap().map(|e| e.0), Some(entries[0].1));
     assert_eq!(cache.hit_stats().1, blocks + 1);
 }
 

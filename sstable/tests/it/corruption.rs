@@ -11,18 +11,10 @@ fn small_table() -> (Vec<u8>, Vec<Entry>) {
     let entries: Vec<Entry> = (0..60u64)
         .map(|i| {
             let user = format!("user-{:03}", i / 3).into_bytes();
-            (
-                user,
-                500 - i,
-                vec![b'a' + (i % 26) as u8; (i % 9) as usize * 3],
-            )
+            (user, 500 - i, vec![b'a' + (i % 26) as u8; (i % 9) as usize * 3])
         })
         .collect();
-    let options = TableOptions {
-        block_size: 128,
-        restart_interval: 4,
-        bloom_bits_per_key: 10,
-    };
+    let options = TableOptions { block_size: 128, restart_interval: 4, bloom_bits_per_key: 10 };
     (build(&entries, options), entries)
 }
 
@@ -59,10 +51,7 @@ fn check_damaged(bytes: Vec<u8>, entries: &[Entry]) -> bool {
         failed = true;
     }
     assert!(got.len() <= entries.len() && got[..] == entries[..got.len()]);
-    assert!(
-        step.is_err() || got.len() == entries.len(),
-        "silently short forward scan"
-    );
+    assert!(step.is_err() || got.len() == entries.len(), "silently short forward scan");
 
     got.clear();
     let mut step = it.seek_to_last();
@@ -76,10 +65,7 @@ fn check_damaged(bytes: Vec<u8>, entries: &[Entry]) -> bool {
         failed = true;
     }
     assert!(got.iter().eq(entries.iter().rev().take(got.len())));
-    assert!(
-        step.is_err() || got.len() == entries.len(),
-        "silently short reverse scan"
-    );
+    assert!(step.is_err() || got.len() == entries.len(), "silently short reverse scan");
 
     for (user, trailer, value) in entries {
         match table.get(user, *trailer) {
@@ -96,15 +82,8 @@ fn check_damaged(bytes: Vec<u8>, entries: &[Entry]) -> bool {
 #[test]
 fn every_byte_flip_is_detected_or_harmless() {
     let (file, entries) = small_table();
-    assert!(
-        file.len() > 1500 && file.len() < 8192,
-        "size {}",
-        file.len()
-    );
-    assert!(
-        !check_damaged(file.clone(), &entries),
-        "the intact table must read cleanly"
-    );
+    assert!(file.len() > 1500 && file.len() < 8192, "size {}", file.len());
+    assert!(!check_damaged(file.clone(), &entries), "the intact table must read cleanly");
     for pos in 0..file.len() {
         let original = file[pos];
         for damaged_byte in [original ^ 0x01, 0x00, 0xff] {
@@ -115,10 +94,7 @@ fn every_byte_flip_is_detected_or_harmless() {
             damaged[pos] = damaged_byte;
             // Every byte of the file is covered by a checksum or the magic number, and
             // CRC-32 catches every single-byte change, so each one must be reported.
-            assert!(
-                check_damaged(damaged, &entries),
-                "undetected change at byte {pos}"
-            );
+            assert!(check_damaged(damaged, &entries), "undetected change at byte {pos}");
         }
     }
 }
@@ -142,18 +118,11 @@ fn every_truncation_fails_at_open() {
 fn misplaced_block_is_detected() {
     // Restart interval 1 and equal-length entries: every block holds 3 entries and has
     // the same size.
-    let entries: Vec<Entry> = (0..39u64)
-        .map(|i| (format!("k{i:04}").into_bytes(), 1, vec![b'v'; 20]))
-        .collect();
-    let options = TableOptions {
-        block_size: 100,
-        restart_interval: 1,
-        bloom_bits_per_key: 0,
-    };
+    let entries: Vec<Entry> =
+        (0..39u64).map(|i| (format!("k{i:04}").into_bytes(), 1, vec![b'v'; 20])).collect();
+    let options = TableOptions { block_size: 100, restart_interval: 1, bloom_bits_per_key: 0 };
     let mut file = build(&entries, options);
-    let props = crate::common::open(file.clone(), 1, None)
-        .properties()
-        .clone();
+    let props = crate::common::open(file.clone(), 1, None).properties().clone();
     assert_eq!(props.data_block_count, 13);
     let block_len = (props.data_bytes / props.data_block_count) as usize;
     let (first, rest) = file.split_at_mut(block_len);

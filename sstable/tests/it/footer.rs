@@ -24,11 +24,7 @@ fn bad_magic_is_corruption() {
     let last = file.len() - 1;
     file[last] ^= 0x20;
     match open_err(file) {
-        TableError::Corruption {
-            file,
-            offset,
-            reason,
-        } => {
+        TableError::Corruption { file, offset, reason } => {
             assert_eq!(file, "f.sst");
             assert!(reason.contains("magic"), "{reason}");
             assert!(offset > 0);
@@ -73,14 +69,7 @@ fn footer_layout_matches_format_doc() {
     // Index block (+ 5-byte trailer) ends exactly at the footer.
     let index_offset = u64::from_le_bytes(footer[16..24].try_into().unwrap());
     let index_size = u64::from_le_bytes(footer[24..32].try_into().unwrap());
-    assert_eq!(
-        index_offset + index_size + 5,
-        (file.len() - FOOTER_SIZE) as u64
-    );
-    let err = TableError::Corruption {
-        file: "x".into(),
-        offset: 3,
-        reason: "r".into(),
-    };
+    assert_eq!(index_offset + index_size + 5, (file.len() - FOOTER_SIZE) as u64);
+    let err = TableError::Corruption { file: "x".into(), offset: 3, reason: "r".into() };
     assert_eq!(err.to_string(), "corrupt table x at offset 3: r");
 }

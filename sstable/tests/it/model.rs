@@ -107,8 +107,7 @@ fn check_seeks(it: &mut TableIter, model: &[Entry], rng: &mut Rng) {
         let lb = lower_bound(model, &user, trailer);
         it.seek(&user, trailer).unwrap();
         assert_at(it, model, (lb < model.len()).then_some(lb), "seek");
-        let ub =
-            model.partition_point(|(u, t, _)| cmp_key(u, *t, &user, trailer) != Ordering::Greater);
+        let ub = model.partition_point(|(u, t, _)| cmp_key(u, *t, &user, trailer) != Ordering::Greater);
         it.seek_for_prev(&user, trailer).unwrap();
         assert_at(it, model, ub.checked_sub(1), "seek_for_prev");
     }
@@ -136,23 +135,13 @@ fn check_walks(it: &mut TableIter, model: &[Entry], rng: &mut Rng) {
 
 fn check_gets(table: &stampkv_sstable::Table, model: &[Entry], rng: &mut Rng) {
     for (user, trailer, value) in model.iter().step_by(3) {
-        assert_eq!(
-            table.get(user, *trailer).unwrap(),
-            Some((*trailer, value.clone()))
-        );
+        assert_eq!(table.get(user, *trailer).unwrap(), Some((*trailer, value.clone())));
     }
     for _ in 0..500 {
         let (user, max_trailer) = random_target(rng, model);
         let lb = lower_bound(model, &user, max_trailer);
-        let expected = model
-            .get(lb)
-            .filter(|(u, _, _)| *u == user)
-            .map(|(_, t, v)| (*t, v.clone()));
-        assert_eq!(
-            table.get(&user, max_trailer).unwrap(),
-            expected,
-            "get {user:?} {max_trailer}"
-        );
+        let expected = model.get(lb).filter(|(u, _, _)| *u == user).map(|(_, t, v)| (*t, v.clone()));
+        assert_eq!(table.get(&user, max_trailer).unwrap(), expected, "get {user:?} {max_trailer}");
     }
 }
 
@@ -165,11 +154,7 @@ fn random_tables_match_model() {
                 seed += 1;
                 let mut rng = Rng::new(seed);
                 let model = random_entries(&mut rng, 1000);
-                let options = TableOptions {
-                    block_size,
-                    restart_interval,
-                    bloom_bits_per_key,
-                };
+                let options = TableOptions { block_size, restart_interval, bloom_bits_per_key };
                 let table = open(build(&model, options), seed, None);
                 assert_eq!(table.entry_count(), model.len() as u64);
                 let mut it = table.iter();
@@ -191,20 +176,13 @@ fn versions_spanning_blocks() {
         model.push((b"same".to_vec(), t * 3, vec![t as u8; 10]));
     }
     model.push((b"samf".to_vec(), 5, b"x".to_vec()));
-    let options = TableOptions {
-        block_size: 64,
-        restart_interval: 4,
-        bloom_bits_per_key: 10,
-    };
+    let options = TableOptions { block_size: 64, restart_interval: 4, bloom_bits_per_key: 10 };
     let table = open(build(&model, options), 1, None);
     let mut it = table.iter();
     check_scans(&mut it, &model);
     for max in [u64::MAX, 900, 899, 898, 450, 3, 2, 0] {
         let lb = lower_bound(&model, b"same", max);
-        let want = model
-            .get(lb)
-            .filter(|e| e.0 == b"same")
-            .map(|e| (e.1, e.2.clone()));
+        let want = model.get(lb).filter(|e| e.0 == b"same").map(|e| (e.1, e.2.clone()));
         assert_eq!(table.get(b"same", max).unwrap(), want, "max {max}");
     }
     let mut rng = Rng::new(99);

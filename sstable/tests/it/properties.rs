@@ -12,12 +12,8 @@ fn user_properties_round_trip() {
         b.add(user, *trailer, value).unwrap();
     }
     let binary: Vec<u8> = (0..=255).collect();
-    let props: [(&str, &[u8]); 4] = [
-        ("zeta", b"last"),
-        ("engine.level", b"3"),
-        ("empty", b""),
-        ("binary", &binary),
-    ];
+    let props: [(&str, &[u8]); 4] =
+        [("zeta", b"last"), ("engine.level", b"3"), ("empty", b""), ("binary", &binary)];
     let (summary, bytes) = b.finish(&props).unwrap();
     let table = open(bytes, 1, None);
     for (name, value) in props {

@@ -41,31 +41,19 @@ impl Rng {
 
 /// Multiplier for randomized test sizes (`STAMPKV_TEST_ITERS`, default 1).
 pub fn iters() -> usize {
-    std::env::var("STAMPKV_TEST_ITERS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1)
-        .max(1)
+    std::env::var("STAMPKV_TEST_ITERS").ok().and_then(|v| v.parse().ok()).unwrap_or(1).max(1)
 }
 
 pub fn no_prealloc() -> WalOptions {
-    WalOptions {
-        preallocate_bytes: 0,
-    }
+    WalOptions { preallocate_bytes: 0 }
 }
 
 pub fn prealloc(bytes: u64) -> WalOptions {
-    WalOptions {
-        preallocate_bytes: bytes,
-    }
+    WalOptions { preallocate_bytes: bytes }
 }
 
 pub fn info(number: u64, is_last: bool) -> SegmentInfo {
-    SegmentInfo {
-        number,
-        name: format!("{number:06}.log"),
-        is_last,
-    }
+    SegmentInfo { number, name: format!("{number:06}.log"), is_last }
 }
 
 /// A log written to memory, with each record's end offset.
@@ -100,12 +88,7 @@ pub struct How {
 
 impl Default for How {
     fn default() -> Self {
-        How {
-            segment: 1,
-            prealloc: 0,
-            sync_each: false,
-            seal: false,
-        }
+        How { segment: 1, prealloc: 0, sync_each: false, seal: false }
     }
 }
 
@@ -122,11 +105,7 @@ pub fn write_log(records: &[Vec<u8>], how: How) -> Written {
     if how.seal {
         w.seal().unwrap();
     }
-    Written {
-        data: file.contents(),
-        records: records.to_vec(),
-        ends,
-    }
+    Written { data: file.contents(), records: records.to_vec(), ends }
 }
 
 pub fn random_records(rng: &mut Rng, count: usize) -> Vec<Vec<u8>> {
@@ -184,11 +163,7 @@ pub fn read_log(data: &[u8], segment: u64, is_last: bool, mode: RecoveryMode) ->
             Err(e) => break Err(e),
         }
     };
-    Read {
-        records,
-        result,
-        stop_after: reader.stop_after(),
-    }
+    Read { records, result, stop_after: reader.stop_after() }
 }
 
 /// Default mode, last segment.

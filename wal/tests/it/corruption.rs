@@ -80,13 +80,7 @@ fn two_block_log(seed: u64, sync_each: bool) -> Written {
     let mut rng = Rng::new(seed);
     let mut records = records_totalling(&mut rng, 36 * 1024, 1500);
     records.insert(3, rng.bytes(3000));
-    let w = write_log(
-        &records,
-        How {
-            sync_each,
-            ..How::default()
-        },
-    );
+    let w = write_log(&records, How { sync_each, ..How::default() });
     assert!(w.data.len() > BLOCK_SIZE);
     w
 }
@@ -118,11 +112,7 @@ fn every_byte_of_small_logs_in_all_modes() {
     let mut rng = Rng::new(300);
     for round in 0..2 * iters() {
         let records = records_totalling(&mut rng, 3000, 400);
-        let how = How {
-            sync_each: round % 2 == 1,
-            seal: round % 2 == 1,
-            ..How::default()
-        };
+        let how = How { sync_each: round % 2 == 1, seal: round % 2 == 1, ..How::default() };
         let w = write_log(&records, how);
         every_single_byte_corruption(&w, how.sync_each, true);
     }
@@ -149,17 +139,9 @@ fn small_records(n: usize) -> Vec<Vec<u8>> {
 fn damage_in_synced_data_is_corruption() {
     // ~3 blocks of small records, synced after each one.
     let records = small_records(400);
-    let synced = write_log(
-        &records,
-        How {
-            sync_each: true,
-            ..How::default()
-        },
-    );
+    let synced = write_log(&records, How { sync_each: true, ..How::default() });
     let last_block_start = (synced.data.len() / BLOCK_SIZE * BLOCK_SIZE) as u64;
-    let in_last_block = (0..records.len())
-        .find(|&i| synced.start(i) > last_block_start + 1000)
-        .unwrap();
+    let in_last_block = (0..records.len()).find(|&i| synced.start(i) > last_block_start + 1000).unwrap();
     assert!(in_last_block + 5 < records.len());
     // Zeroed chunks, in the first block and in the last block (found by
     // the byte-wise search of the damaged block).
@@ -178,12 +160,7 @@ fn damage_in_synced_data_is_corruption() {
     data[synced.start(last) as usize + HEADER_SIZE] ^= 1;
     let read = recover(&data, 1);
     assert_eq!(read.records, records[..last]);
-    assert_eq!(
-        read.summary().end,
-        SegmentEnd::TornTail {
-            offset: synced.start(last)
-        }
-    );
+    assert_eq!(read.summary().end, SegmentEnd::TornTail { offset: synced.start(last) });
     // The last record zeroed entirely: indistinguishable from never written.
     let read = recover(&zero_record(&synced, last), 1);
     assert_eq!(read.records, records[..last]);
@@ -201,9 +178,7 @@ fn same_damage_in_unsynced_data_is_a_torn_tail() {
             *read.summary(),
             SegmentSummary {
                 valid_end: unsynced.ends[i - 1],
-                end: SegmentEnd::TornTail {
-                    offset: unsynced.start(i)
-                }
+                end: SegmentEnd::TornTail { offset: unsynced.start(i) }
             }
         );
     }
@@ -223,11 +198,7 @@ fn partially_synced_log() {
             w.sync().unwrap();
         }
     }
-    let written = Written {
-        data: file.contents(),
-        records: records.clone(),
-        ends,
-    };
+    let written = Written { data: file.contents(), records: records.clone(), ends };
     let read = recover(&zero_record(&written, 150), 1);
     assert_eq!(read.records, records[..150]);
     assert!(matches!(read.summary().end, SegmentEnd::TornTail { .. }));
@@ -244,13 +215,7 @@ fn damage_in_a_fragmented_record() {
     records.push(rng.bytes(70_000)); // FIRST, MIDDLE, LAST
     records.extend((0..300).map(|_| rng.bytes(200)));
     for sync_each in [false, true] {
-        let w = write_log(
-            &records,
-            How {
-                sync_each,
-                ..How::default()
-            },
-        );
+        let w = write_log(&records, How { sync_each, ..How::default() });
         let mut data = w.data.clone();
         // Damage the LAST fragment (just before the record's end).
         data[w.ends[20] as usize - 10] ^= 1;
@@ -262,12 +227,7 @@ fn damage_in_a_fragmented_record() {
             assert_eq!(last_chunk, 2 * BLOCK_SIZE as u64);
             assert_eq!(read.corruption_offset(), last_chunk);
         } else {
-            assert_eq!(
-                read.summary().end,
-                SegmentEnd::TornTail {
-                    offset: w.start(20)
-                }
-            );
+            assert_eq!(read.summary().end, SegmentEnd::TornTail { offset: w.start(20) });
         }
     }
 }

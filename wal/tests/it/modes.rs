@@ -5,12 +5,8 @@ use crate::common::*;
 use stampkv_wal::RecoveryMode::*;
 use stampkv_wal::*;
 
-const ALL_MODES: [RecoveryMode; 4] = [
-    TolerateCorruptedTail,
-    AbsoluteConsistency,
-    PointInTime,
-    SkipAnyCorrupted,
-];
+const ALL_MODES: [RecoveryMode; 4] =
+    [TolerateCorruptedTail, AbsoluteConsistency, PointInTime, SkipAnyCorrupted];
 
 fn small_records(n: usize, seed: u64) -> Vec<Vec<u8>> {
     let mut rng = Rng::new(seed);
@@ -24,13 +20,7 @@ fn small_records(n: usize, seed: u64) -> Vec<Vec<u8>> {
 
 /// ~3 blocks of small records.
 fn log(sync_each: bool) -> Written {
-    write_log(
-        &small_records(400, 7),
-        How {
-            sync_each,
-            ..How::default()
-        },
-    )
+    write_log(&small_records(400, 7), How { sync_each, ..How::default() })
 }
 
 fn assert_ok(read: &Read, records: &[Vec<u8>], summary: SegmentSummary, stop_after: bool) {
@@ -45,11 +35,7 @@ fn assert_ok(read: &Read, records: &[Vec<u8>], summary: SegmentSummary, stop_aft
 fn skip_expectation(w: &Written, k: usize, p: u64) -> Vec<Vec<u8>> {
     let resume = (p / BLOCK_SIZE as u64 + 1) * BLOCK_SIZE as u64;
     let mut out = w.records[..k].to_vec();
-    out.extend(
-        (0..w.records.len())
-            .filter(|&j| w.start(j) >= resume)
-            .map(|j| w.records[j].clone()),
-    );
+    out.extend((0..w.records.len()).filter(|&j| w.start(j) >= resume).map(|j| w.records[j].clone()));
     out
 }
 
@@ -58,19 +44,10 @@ fn torn_tail_in_each_mode() {
     let w = log(false);
     let n = w.records.len();
     let data = &w.data[..w.ends[n - 1] as usize - 20];
-    let torn = SegmentSummary {
-        valid_end: w.ends[n - 2],
-        end: SegmentEnd::TornTail {
-            offset: w.start(n - 1),
-        },
-    };
+    let torn =
+        SegmentSummary { valid_end: w.ends[n - 2], end: SegmentEnd::TornTail { offset: w.start(n - 1) } };
     for mode in [TolerateCorruptedTail, PointInTime, SkipAnyCorrupted] {
-        assert_ok(
-            &read_log(data, 1, true, mode),
-            &w.records[..n - 1],
-            torn.clone(),
-            false,
-        );
+        assert_ok(&read_log(data, 1, true, mode), &w.records[..n - 1], torn.clone(), false);
     }
     let read = read_log(data, 1, true, AbsoluteConsistency);
     assert_eq!(read.corruption_offset(), w.start(n - 1));
@@ -89,10 +66,7 @@ fn corruption_in_synced_data_in_each_mode() {
         assert_eq!(read.corruption_offset(), p);
         assert_eq!(read.records, w.records[..k]);
     }
-    let salvaged = |valid_end| SegmentSummary {
-        valid_end,
-        end: SegmentEnd::Salvaged { offset: p },
-    };
+    let salvaged = |valid_end| SegmentSummary { valid_end, end: SegmentEnd::Salvaged { offset: p } };
     let read = read_log(&data, 1, true, PointInTime);
     assert_ok(&read, &w.records[..k], salvaged(w.ends[k - 1]), true);
     let read = read_log(&data, 1, true, SkipAnyCorrupted);
@@ -108,27 +82,14 @@ fn hole_in_unsynced_data_in_each_mode() {
     let p = w.start(k);
     let mut data = w.data.clone();
     data[p as usize..w.ends[k] as usize].fill(0);
-    let torn = SegmentSummary {
-        valid_end: w.ends[k - 1],
-        end: SegmentEnd::TornTail { offset: p },
-    };
+    let torn = SegmentSummary { valid_end: w.ends[k - 1], end: SegmentEnd::TornTail { offset: p } };
     for mode in [TolerateCorruptedTail, PointInTime] {
-        assert_ok(
-            &read_log(&data, 1, true, mode),
-            &w.records[..k],
-            torn.clone(),
-            false,
-        );
+        assert_ok(&read_log(&data, 1, true, mode), &w.records[..k], torn.clone(), false);
     }
-    assert_eq!(
-        read_log(&data, 1, true, AbsoluteConsistency).corruption_offset(),
-        p
-    );
+    assert_eq!(read_log(&data, 1, true, AbsoluteConsistency).corruption_offset(), p);
     let read = read_log(&data, 1, true, SkipAnyCorrupted);
-    let summary = SegmentSummary {
-        valid_end: *w.ends.last().unwrap(),
-        end: SegmentEnd::Salvaged { offset: p },
-    };
+    let summary =
+        SegmentSummary { valid_end: *w.ends.last().unwrap(), end: SegmentEnd::Salvaged { offset: p } };
     assert_ok(&read, &skip_expectation(&w, k, p), summary, false);
 }
 
@@ -136,17 +97,9 @@ fn hole_in_unsynced_data_in_each_mode() {
 fn clean_end_in_each_mode() {
     let w = log(false);
     let end = *w.ends.last().unwrap();
-    let unsealed = SegmentSummary {
-        valid_end: end,
-        end: SegmentEnd::Unsealed,
-    };
+    let unsealed = SegmentSummary { valid_end: end, end: SegmentEnd::Unsealed };
     for mode in ALL_MODES {
-        assert_ok(
-            &read_log(&w.data, 1, true, mode),
-            &w.records,
-            unsealed.clone(),
-            false,
-        );
+        assert_ok(&read_log(&w.data, 1, true, mode), &w.records, unsealed.clone(), false);
     }
     // Test 6: the same segment is damaged if it is not the last one.
     for mode in [TolerateCorruptedTail, AbsoluteConsistency] {
@@ -154,22 +107,9 @@ fn clean_end_in_each_mode() {
         assert_eq!(read.corruption_offset(), end);
         assert_eq!(read.records, w.records);
     }
-    let salvaged = SegmentSummary {
-        valid_end: end,
-        end: SegmentEnd::Salvaged { offset: end },
-    };
-    assert_ok(
-        &read_log(&w.data, 1, false, PointInTime),
-        &w.records,
-        salvaged.clone(),
-        true,
-    );
-    assert_ok(
-        &read_log(&w.data, 1, false, SkipAnyCorrupted),
-        &w.records,
-        salvaged,
-        false,
-    );
+    let salvaged = SegmentSummary { valid_end: end, end: SegmentEnd::Salvaged { offset: end } };
+    assert_ok(&read_log(&w.data, 1, false, PointInTime), &w.records, salvaged.clone(), true);
+    assert_ok(&read_log(&w.data, 1, false, SkipAnyCorrupted), &w.records, salvaged, false);
 }
 
 #[test]
@@ -187,29 +127,15 @@ fn torn_tail_in_a_non_last_segment_is_corruption() {
 #[test]
 fn sealed_segment_ignores_anything_after_the_seal() {
     let records = small_records(50, 8);
-    let w = write_log(
-        &records,
-        How {
-            seal: true,
-            ..How::default()
-        },
-    );
-    let sealed = SegmentSummary {
-        valid_end: w.data.len() as u64,
-        end: SegmentEnd::Sealed,
-    };
+    let w = write_log(&records, How { seal: true, ..How::default() });
+    let sealed = SegmentSummary { valid_end: w.data.len() as u64, end: SegmentEnd::Sealed };
     let mut data = w.data.clone();
     // Garbage, then a chunk that verifies and claims a synced prefix.
     data.extend(Rng::new(9).bytes(5000));
     data.extend(spec_chunk(1, 1, 100, b"after the seal"));
     for mode in ALL_MODES {
         for is_last in [false, true] {
-            assert_ok(
-                &read_log(&data, 1, is_last, mode),
-                &records,
-                sealed.clone(),
-                false,
-            );
+            assert_ok(&read_log(&data, 1, is_last, mode), &records, sealed.clone(), false);
         }
     }
 }
@@ -217,13 +143,7 @@ fn sealed_segment_ignores_anything_after_the_seal() {
 #[test]
 fn damage_before_the_seal_of_a_non_last_segment() {
     let records = small_records(50, 10);
-    let w = write_log(
-        &records,
-        How {
-            seal: true,
-            ..How::default()
-        },
-    );
+    let w = write_log(&records, How { seal: true, ..How::default() });
     let mut data = w.data.clone();
     data[w.start(20) as usize + 15] ^= 1;
     // The SEAL verifies but says nothing was synced before it: in the last
@@ -237,10 +157,7 @@ fn damage_before_the_seal_of_a_non_last_segment() {
 
 #[test]
 fn empty_and_all_zero_segments() {
-    let empty = SegmentSummary {
-        valid_end: 0,
-        end: SegmentEnd::Unsealed,
-    };
+    let empty = SegmentSummary { valid_end: 0, end: SegmentEnd::Unsealed };
     for data in [vec![], vec![0u8; 5], vec![0u8; 100_000]] {
         for mode in ALL_MODES {
             assert_ok(&read_log(&data, 1, true, mode), &[], empty.clone(), false);
@@ -260,9 +177,7 @@ fn segment_number_mismatch_is_an_error_in_every_mode() {
     for mode in ALL_MODES {
         let read = read_log(&w.data, 2, true, mode);
         match &read.result {
-            Err(WalError::Corruption {
-                offset: 0, reason, ..
-            }) => {
+            Err(WalError::Corruption { offset: 0, reason, .. }) => {
                 assert!(reason.contains("segment 1"), "{reason}")
             }
             other => panic!("{mode:?}: {other:?}"),
@@ -295,20 +210,11 @@ fn first_chunk_must_be_a_segment_header() {
     let data = spec_chunk(3, 1, 0, b"record");
     let read = recover(&data, 3);
     assert!(read.records.is_empty());
-    assert!(matches!(
-        read.summary().end,
-        SegmentEnd::TornTail { offset: 0 }
-    ));
+    assert!(matches!(read.summary().end, SegmentEnd::TornTail { offset: 0 }));
     let read = read_log(&data, 3, true, AbsoluteConsistency);
     assert_eq!(read.corruption_offset(), 0);
     // A damaged header in a synced log is corruption.
-    let w = write_log(
-        &small_records(10, 12),
-        How {
-            sync_each: true,
-            ..How::default()
-        },
-    );
+    let w = write_log(&small_records(10, 12), How { sync_each: true, ..How::default() });
     let mut data = w.data.clone();
     data[HEADER_SIZE] = b'X';
     assert_eq!(recover(&data, 1).corruption_offset(), 0);
@@ -322,23 +228,11 @@ fn fragment_sequence_violations() {
         (vec![spec_chunk(4, 3, 0, b"m")], 0),
         (vec![spec_chunk(4, 4, 0, b"l")], 0),
         // FULL / FIRST / SEAL inside a fragmented record.
-        (
-            vec![spec_chunk(4, 2, 0, b"f"), spec_chunk(4, 1, 0, b"x")],
-            0,
-        ),
-        (
-            vec![spec_chunk(4, 2, 0, b"f"), spec_chunk(4, 2, 0, b"x")],
-            0,
-        ),
+        (vec![spec_chunk(4, 2, 0, b"f"), spec_chunk(4, 1, 0, b"x")], 0),
+        (vec![spec_chunk(4, 2, 0, b"f"), spec_chunk(4, 2, 0, b"x")], 0),
         (vec![spec_chunk(4, 2, 0, b"f"), spec_chunk(4, 5, 0, b"")], 0),
         // A second segment header, a SEAL with a payload.
-        (
-            vec![
-                spec_chunk(4, 1, 0, b"ok"),
-                spec_chunk(4, 6, 0, &spec_header_payload(1, 1, 4)),
-            ],
-            1,
-        ),
+        (vec![spec_chunk(4, 1, 0, b"ok"), spec_chunk(4, 6, 0, &spec_header_payload(1, 1, 4))], 1),
         (vec![spec_chunk(4, 5, 0, b"x")], 0),
     ];
     for (chunks, good) in cases {
@@ -370,10 +264,7 @@ fn chunk_with_synced_to_beyond_its_offset_is_damage() {
     data.extend(spec_chunk(4, 1, 10_000, b"claims too much"));
     let read = recover(&data, 4);
     assert_eq!(read.records, [b"ok".to_vec()]);
-    assert!(matches!(
-        read.summary().end,
-        SegmentEnd::TornTail { offset: 41 }
-    ));
+    assert!(matches!(read.summary().end, SegmentEnd::TornTail { offset: 41 }));
 }
 
 /// SkipAnyCorrupted drops a broken fragment sequence but keeps the verified

@@ -11,11 +11,7 @@ fn assert_round_trip(records: &[Vec<u8>], how: How) {
     for (i, (got, want)) in read.records.iter().zip(records).enumerate() {
         assert_eq!(got, want, "record {i} differs");
     }
-    let expected_end = if how.seal {
-        SegmentEnd::Sealed
-    } else {
-        SegmentEnd::Unsealed
-    };
+    let expected_end = if how.seal { SegmentEnd::Sealed } else { SegmentEnd::Unsealed };
     assert_eq!(summary.end, expected_end);
     if how.seal {
         assert_eq!(summary.valid_end, w.data.len() as u64);
@@ -42,13 +38,7 @@ fn random_records_round_trip() {
 #[test]
 fn empty_segment_and_empty_records() {
     assert_round_trip(&[], How::default());
-    assert_round_trip(
-        &[],
-        How {
-            seal: true,
-            ..How::default()
-        },
-    );
+    assert_round_trip(&[], How { seal: true, ..How::default() });
     assert_round_trip(&vec![Vec::new(); 5000], How::default());
 }
 
@@ -72,29 +62,13 @@ fn block_fill_edge_cases() {
             let block_end = (offset / block + 1) * block;
             let fill = block_end - leave - offset - HEADER_SIZE as u64;
             records.push(rng.bytes(fill as usize));
-            for len in [
-                0,
-                1,
-                5,
-                capacity - 1,
-                capacity,
-                capacity + 1,
-                2 * capacity,
-                3,
-            ] {
+            for len in [0, 1, 5, capacity - 1, capacity, capacity + 1, 2 * capacity, 3] {
                 records.push(rng.bytes(len));
             }
             let w = write_log(&records, How::default());
             assert_eq!(w.ends[usize::from(lead_len > 0)], block_end - leave);
             assert_round_trip(&records, How::default());
-            assert_round_trip(
-                &records,
-                How {
-                    seal: true,
-                    prealloc: 8192,
-                    ..How::default()
-                },
-            );
+            assert_round_trip(&records, How { seal: true, prealloc: 8192, ..How::default() });
         }
     }
 }
@@ -112,13 +86,7 @@ fn multi_block_exact_fills() {
         }
     }
     assert_round_trip(&records, How::default());
-    assert_round_trip(
-        &records,
-        How {
-            seal: true,
-            ..How::default()
-        },
-    );
+    assert_round_trip(&records, How { seal: true, ..How::default() });
 }
 
 /// The writer's bytes equal an independent encoding written from FORMAT.md.
@@ -126,14 +94,8 @@ fn multi_block_exact_fills() {
 fn golden_bytes_match_the_spec() {
     let record_a = b"hello".to_vec();
     let record_b = vec![0xAB; BLOCK_SIZE]; // fragments: FIRST, LAST
-    let w = write_log(
-        &[record_a.clone(), record_b.clone()],
-        How {
-            segment: 42,
-            seal: true,
-            ..How::default()
-        },
-    );
+    let w =
+        write_log(&[record_a.clone(), record_b.clone()], How { segment: 42, seal: true, ..How::default() });
     let mut want = spec_chunk(42, 6, 0, &spec_header_payload(1, 1, 42));
     assert_eq!(want.len(), 28);
     want.extend(spec_chunk(42, 1, 0, &record_a));

@@ -8,17 +8,13 @@ fn check_every_prefix(w: &Written, segment: u64) {
     for len in 0..=w.data.len() {
         let complete = w.ends.iter().filter(|&&e| e <= len as u64).count();
         // Streamed comparison (no copies): this loop runs ~200k recoveries.
-        let mut reader =
-            SegmentReader::new(&w.data[..len], info(segment, true), RecoveryMode::default());
+        let mut reader = SegmentReader::new(&w.data[..len], info(segment, true), RecoveryMode::default());
         let mut n = 0;
         loop {
             match reader.next_record() {
                 Ok(Some(record)) => {
                     assert!(n < complete, "prefix {len}: extra record");
-                    assert!(
-                        record == &w.records[n][..],
-                        "prefix {len}: record {n} differs"
-                    );
+                    assert!(record == &w.records[n][..], "prefix {len}: record {n} differs");
                     n += 1;
                 }
                 Ok(None) => break,
@@ -61,16 +57,9 @@ fn every_truncation_point_without_preallocation() {
 #[test]
 fn every_truncation_point_with_preallocation_and_syncs() {
     for seed in 0..iters() as u64 {
-        let how = How {
-            prealloc: 48 * 1024,
-            sync_each: true,
-            ..How::default()
-        };
+        let how = How { prealloc: 48 * 1024, sync_each: true, ..How::default() };
         let w = log_of_about_100k(20 + seed, how);
-        assert!(
-            w.data.len() > *w.ends.last().unwrap() as usize,
-            "zeros follow"
-        );
+        assert!(w.data.len() > *w.ends.last().unwrap() as usize, "zeros follow");
         check_every_prefix(&w, 1);
     }
 }

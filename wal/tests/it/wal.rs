@@ -18,9 +18,7 @@ fn group_commit_shares_syncs_on_a_real_file() {
     const THREADS: usize = 8;
     const PER_THREAD: usize = 200;
     let tmp = tempfile::tempdir().unwrap();
-    let dir = StdSegmentDir {
-        dir: tmp.path().to_path_buf(),
-    };
+    let dir = StdSegmentDir { dir: tmp.path().to_path_buf() };
     let wal = Arc::new(Wal::create(dir.clone(), 1, WalOptions::default()).unwrap());
     let start = Arc::new(Barrier::new(THREADS));
     let handles: Vec<_> = (0..THREADS)
@@ -46,11 +44,7 @@ fn group_commit_shares_syncs_on_a_real_file() {
     let commits = (THREADS * PER_THREAD) as u64;
     let stats = wal.stats();
     assert_eq!(stats.records_written, commits);
-    assert!(
-        stats.syncs * 10 < commits * 7,
-        "{} syncs for {commits} commits",
-        stats.syncs
-    );
+    assert!(stats.syncs * 10 < commits * 7, "{} syncs for {commits} commits", stats.syncs);
     eprintln!("group commit: {} syncs for {commits} commits", stats.syncs);
     // Crash: drop without close; the segment stays unsealed.
     drop(wal);
@@ -97,10 +91,7 @@ fn failed_write_poisons_the_log() {
     dir.segment(1).unwrap().fail_next_writes(1);
     assert!(matches!(wal.append(b"two"), Err(WalError::Io(_))));
     assert!(matches!(wal.append(b"three"), Err(WalError::Poisoned)));
-    assert!(matches!(
-        wal.sync_to(LogPosition(0)),
-        Err(WalError::Poisoned)
-    ));
+    assert!(matches!(wal.sync_to(LogPosition(0)), Err(WalError::Poisoned)));
 }
 
 #[test]
@@ -129,10 +120,7 @@ fn concurrent_committers_all_fail_after_a_failed_sync() {
 fn record_errors_do_not_poison() {
     let wal = Wal::create(MemSegmentDir::new(), 1, WalOptions::default()).unwrap();
     let big = vec![0u8; MAX_RECORD_SIZE + 1];
-    assert!(matches!(
-        wal.append(&big),
-        Err(WalError::RecordTooLarge { .. })
-    ));
+    assert!(matches!(wal.append(&big), Err(WalError::RecordTooLarge { .. })));
     let pos = wal.append(b"fine").unwrap();
     wal.sync_to(pos).unwrap();
     // A position never written is refused, not waited for forever.
@@ -167,13 +155,7 @@ fn preallocation_grows_in_steps_and_seal_trims() {
     // Unsealed and preallocated: all records, the zeros are a clean end.
     let (read, summary) = records_of(&file.contents(), 1, true);
     assert_eq!(read, records);
-    assert_eq!(
-        summary,
-        SegmentSummary {
-            valid_end: w.offset(),
-            end: SegmentEnd::Unsealed
-        }
-    );
+    assert_eq!(summary, SegmentSummary { valid_end: w.offset(), end: SegmentEnd::Unsealed });
     w.seal().unwrap();
     assert_eq!(file.len(), w.offset());
     let (read, summary) = records_of(&file.contents(), 1, false);
@@ -185,9 +167,7 @@ fn preallocation_grows_in_steps_and_seal_trims() {
 fn preallocation_on_a_real_file() {
     const STEP: u64 = 128 * 1024;
     let tmp = tempfile::tempdir().unwrap();
-    let dir = StdSegmentDir {
-        dir: tmp.path().to_path_buf(),
-    };
+    let dir = StdSegmentDir { dir: tmp.path().to_path_buf() };
     let wal = Wal::create(dir.clone(), 3, prealloc(STEP)).unwrap();
     let path = dir.segment_path(3);
     let file_len = || std::fs::metadata(&path).unwrap().len();
@@ -213,13 +193,7 @@ fn seal_recovered_segment_after_a_torn_tail() {
     let mut rng = Rng::new(21);
     let records = random_records(&mut rng, 30);
     for prealloc_bytes in [0, 256 * 1024] {
-        let w = write_log(
-            &records,
-            How {
-                prealloc: prealloc_bytes,
-                ..How::default()
-            },
-        );
+        let w = write_log(&records, How { prealloc: prealloc_bytes, ..How::default() });
         // Tear the last record (keep any preallocated zeros beyond it).
         let mut data = w.data.clone();
         let last = records.len() - 1;
@@ -292,35 +266,20 @@ fn rotation_across_segments() {
         let data = dir.segment(segment).unwrap().contents();
         let (read, summary) = records_of(&data, segment, is_last);
         assert_eq!(read, expected[i], "segment {segment}");
-        let end = if is_last {
-            SegmentEnd::Unsealed
-        } else {
-            SegmentEnd::Sealed
-        };
+        let end = if is_last { SegmentEnd::Unsealed } else { SegmentEnd::Sealed };
         assert_eq!(summary.end, end);
         // Sealed segments must not be read as the wrong segment.
-        assert!(
-            read_log(&data, segment + 100, is_last, RecoveryMode::default())
-                .result
-                .is_err()
-        );
+        assert!(read_log(&data, segment + 100, is_last, RecoveryMode::default()).result.is_err());
     }
     wal.close().unwrap();
     wal.close().unwrap();
     assert!(matches!(wal.append(b"late"), Err(WalError::Closed)));
     // Positions count every byte of every segment.
-    let total: u64 = dir
-        .segment_numbers()
-        .iter()
-        .map(|&n| dir.segment(n).unwrap().len())
-        .sum();
+    let total: u64 = dir.segment_numbers().iter().map(|&n| dir.segment(n).unwrap().len()).sum();
     assert_eq!(wal.written_position().0, total);
     assert_eq!(wal.synced_position().0, total);
     let stats = wal.stats();
-    assert_eq!(
-        stats.records_written,
-        expected.iter().map(|r| r.len() as u64).sum::<u64>()
-    );
+    assert_eq!(stats.records_written, expected.iter().map(|r| r.len() as u64).sum::<u64>());
     assert_eq!(stats.bytes_written, total);
     assert_eq!(dir.dir_syncs(), 4);
 }
@@ -358,11 +317,73 @@ fn rotation_with_concurrent_committers() {
     }
     assert_eq!(all.len(), 4 * 300);
     for t in 0..4u8 {
-        let seq: Vec<u16> = all
-            .iter()
-            .filter(|r| r[0] == t)
-            .map(|r| u16::from_le_bytes([r[1], r[2]]))
-            .collect();
+        let seq: Vec<u16> =
+            all.iter().filter(|r| r[0] == t).map(|r| u16::from_le_bytes([r[1], r[2]])).collect();
         assert_eq!(seq, (0..300).collect::<Vec<_>>());
     }
+}
+
+#[test]
+fn deferred_records_reach_the_file_with_the_next_sync_or_immediate_append() {
+    let dir = Arc::new(MemSegmentDir::new());
+    let wal = Wal::create(Arc::clone(&dir), 1, no_prealloc()).unwrap();
+    let file = dir.segment(1).unwrap();
+    let header_len = file.len();
+    let p1 = wal.append_deferred(b"one").unwrap();
+    let p2 = wal.append_deferred(b"two").unwrap();
+    assert!(p2 > p1);
+    assert_eq!(file.len(), header_len, "deferred records are not written yet");
+    assert_eq!(wal.written_position(), p2, "but they count as appended");
+    let writes_before = wal.stats().bytes_written;
+    wal.sync_to(p1).unwrap();
+    assert!(wal.synced_position() >= p2, "one sync wrote and synced both");
+    assert_eq!(wal.stats().bytes_written - writes_before, p2.0 - header_len as u64);
+    // An immediate append writes deferred records before its own, in order.
+    let p3 = wal.append_deferred(b"three").unwrap();
+    let p4 = wal.append(b"four").unwrap();
+    assert!(p4 > p3);
+    let (records, _) = records_of(&file.contents(), 1, true);
+    assert_eq!(records, [b"one".to_vec(), b"two".to_vec(), b"three".to_vec(), b"four".to_vec()]);
+}
+
+#[test]
+fn rotation_and_close_write_deferred_records_first() {
+    let dir = Arc::new(MemSegmentDir::new());
+    let wal = Wal::create(Arc::clone(&dir), 1, WalOptions::default()).unwrap();
+    wal.append_deferred(b"a").unwrap();
+    wal.rotate(2).unwrap();
+    wal.append_deferred(b"b").unwrap();
+    wal.close().unwrap();
+    let (first, summary) = records_of(&dir.segment(1).unwrap().contents(), 1, false);
+    assert_eq!((first, summary.end), (vec![b"a".to_vec()], SegmentEnd::Sealed));
+    let (second, summary) = records_of(&dir.segment(2).unwrap().contents(), 2, true);
+    assert_eq!((second, summary.end), (vec![b"b".to_vec()], SegmentEnd::Sealed));
+}
+
+#[test]
+fn a_failed_write_of_deferred_records_fails_the_sync_and_poisons() {
+    let dir = Arc::new(MemSegmentDir::new());
+    let wal = Wal::create(Arc::clone(&dir), 1, no_prealloc()).unwrap();
+    let pos = wal.append_deferred(b"lost").unwrap();
+    dir.segment(1).unwrap().fail_next_writes(1);
+    assert!(matches!(wal.sync_to(pos), Err(WalError::Io(_))));
+    assert!(wal.is_poisoned());
+    assert!(matches!(wal.append_deferred(b"more"), Err(WalError::Poisoned)));
+}
+
+#[test]
+fn gathering_runs_before_the_sync_and_its_appends_join_it() {
+    let dir = Arc::new(MemSegmentDir::new());
+    let wal = Wal::create(Arc::clone(&dir), 1, no_prealloc()).unwrap();
+    let mine = wal.append_deferred(b"mine").unwrap();
+    let mut late = None;
+    wal.sync_to_gathering(mine, || {
+        if late.is_none() {
+            late = Some(wal.append_deferred(b"joined during gathering").unwrap());
+        }
+    })
+    .unwrap();
+    let late = late.expect("gather was called");
+    assert!(wal.synced_position() >= late, "the sync covered the record appended while gathering");
+    assert_eq!(wal.stats().syncs, 1);
 }
