@@ -337,7 +337,7 @@ fn deferred_records_reach_the_file_with_the_next_sync_or_immediate_append() {
     let writes_before = wal.stats().bytes_written;
     wal.sync_to(p1).unwrap();
     assert!(wal.synced_position() >= p2, "one sync wrote and synced both");
-    assert_eq!(wal.stats().bytes_written - writes_before, p2.0 - header_len as u64);
+    assert_eq!(wal.stats().bytes_written - writes_before, p2.0 - header_len);
     // An immediate append writes deferred records before its own, in order.
     let p3 = wal.append_deferred(b"three").unwrap();
     let p4 = wal.append(b"four").unwrap();
