@@ -66,8 +66,11 @@ impl Memtable {
     /// within `entries` (see [`crate::batch`]).
     pub fn apply<'a>(&self, seq: u64, entries: impl IntoIterator<Item = BatchEntry<'a>>) {
         for entry in entries {
-            self.bloom.insert(hash_key(entry.key));
+            // The filter's cache line loads while the skiplist is searched.
+            let hash = hash_key(entry.key);
+            self.bloom.prefetch(hash);
             self.list.insert(entry.key, key::trailer(seq, entry.kind), entry.value);
+            self.bloom.insert(hash);
         }
         self.max_seq.fetch_max(seq, Ordering::Release);
     }

@@ -64,6 +64,15 @@ impl MemtableBloom {
         }
     }
 
+    /// Starts loading the block of `hash` into the cache, so that a later `insert` or
+    /// `may_contain` of the same hash does not wait for memory.
+    pub fn prefetch(&self, hash: u64) {
+        let block = ((hash >> 32) % self.block_count) as usize * WORDS_PER_BLOCK;
+        if let Some(word) = self.words.get(block) {
+            prefetch_read(std::ptr::from_ref(word).cast());
+        }
+    }
+
     /// False means the key was certainly never inserted.
     pub fn may_contain(&self, hash: u64) -> bool {
         self.probes(hash).all(|(word, mask)| self.words[word].load(Ordering::Relaxed) & mask != 0)
@@ -73,6 +82,20 @@ impl MemtableBloom {
     pub fn memory_bytes(&self) -> usize {
         self.words.len() * 8
     }
+}
+
+/// A hint to the CPU to fetch the cache line at `address`; no effect on results.
+#[inline]
+fn prefetch_read(address: *const i8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: prefetching has no architectural effect (it cannot fault, even on an
+    // invalid address); `address` points into a live allocation anyway. SSE is part of
+    // the x86_64 baseline.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(address);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = address;
 }
 
 #[cfg(test)]

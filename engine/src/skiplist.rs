@@ -239,8 +239,12 @@ impl SkipList {
             unsafe { (*succ).prev.store(node, AtomicOrdering::Release) };
         }
         let bytes = HEADER_BYTES + height * LINK_BYTES + user_key.len() + value.len();
-        self.memory_bytes.fetch_add(bytes, AtomicOrdering::Relaxed);
-        self.len.fetch_add(1, AtomicOrdering::Relaxed);
+        // Plain load and store (no locked read-modify-write): only the writer, holding
+        // `writer`, updates these counters.
+        let used = self.memory_bytes.load(AtomicOrdering::Relaxed);
+        self.memory_bytes.store(used + bytes, AtomicOrdering::Relaxed);
+        let len = self.len.load(AtomicOrdering::Relaxed);
+        self.len.store(len + 1, AtomicOrdering::Relaxed);
     }
 
     /// First node >= (user_key, trailer), or null.
