@@ -256,7 +256,8 @@ impl Db {
     /// version, tombstone and expired entry no reader can see.
     pub fn compact(&self) -> Result<()> {
         self.inner.flush()?;
-        compaction::compact_all(&self.inner)
+        let result = compaction::compact_all(&self.inner);
+        self.inner.poison_on_failure(result)
     }
 
     /// Statistics (counters since open and the current shape of the tree).

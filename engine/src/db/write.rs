@@ -241,9 +241,22 @@ impl DbInner {
         Ok(())
     }
 
-    /// Runs all due flushes and compactions in the calling thread (inline mode).
+    /// Runs all due flushes and compactions in the calling thread (inline mode). A failure
+    /// poisons the database, as it would from a background thread.
     pub(crate) fn run_inline_work(&self) -> Result<()> {
-        while self.flush_oldest()? {}
-        super::compaction::compact_while_needed(self)
+        let result = (|| {
+            while self.flush_oldest()? {}
+            super::compaction::compact_while_needed(self)
+        })();
+        self.poison_on_failure(result)
+    }
+
+    /// Poisons the database if a flush or compaction failed (but not when it stopped
+    /// because the database is closing).
+    pub(crate) fn poison_on_failure(&self, result: Result<()>) -> Result<()> {
+        match result {
+            Err(e) if !matches!(e, Error::Closed | Error::Poisoned { .. }) => Err(self.poison(e)),
+            other => other,
+        }
     }
 }

@@ -7,13 +7,16 @@
 //!   synced data intact, unsynced data dropped, kept or torn, directory operations since the
 //!   last directory sync lost after a random point. This is the crash-simulating file system
 //!   the model tests use.
+//! - [`FaultyFs`]: wraps another `Fs` and makes chosen calls fail (EIO, ENOSPC, ...).
 //!
 //! Paths are plain `Path`s; the engine only ever uses one directory level (the database
 //! directory and the files directly in it).
 
+mod faulty;
 mod mem;
 mod std_fs;
 
+pub use faulty::{FaultOp, FaultyFs};
 pub use mem::{CrashPolicy, MemFs};
 pub use std_fs::StdFs;
 
