@@ -30,24 +30,31 @@
 //!
 //! # Durability
 //!
-//! [`Wal::append`] hands the record to the OS; [`Wal::sync_to`] makes it
-//! durable. A thread that finds no sync running becomes the syncer for
-//! everything written so far; threads arriving meanwhile wait for it and then
-//! either return or start the next sync, so one `fdatasync` serves many
-//! commits and nobody sleeps on a timer. Segments are zero-filled ahead of the
-//! write position ([`WalOptions::preallocate_bytes`]) so that most commits
-//! overwrite already allocated blocks. [`Wal::rotate`] seals and syncs the
-//! current segment before creating the next one, so every segment but the
+//! [`Wal::append`] hands the record to the OS (with any deferred records before
+//! it); [`Wal::append_deferred`] only encodes it into the writer's buffer.
+//! [`Wal::sync_to`] makes a position durable: a thread that finds no sync
+//! running becomes the syncer, writes every deferred record with one positioned
+//! write and `fdatasync`s everything written so far; threads arriving meanwhile
+//! wait for it and then either return or start the next sync, so one
+//! `fdatasync` serves many commits and nobody sleeps on a timer.
+//! [`Wal::sync_to_gathering`] lets the caller wait briefly, before it starts a
+//! sync, for records it knows are on their way. Segments are zero-filled ahead
+//! of the write position ([`WalOptions::preallocate_bytes`]) so that most
+//! commits overwrite already allocated blocks. [`Wal::rotate`] seals and syncs
+//! the current segment before creating the next one, so every segment but the
 //! newest ends with a SEAL.
 //!
 //! # Recovery
 //!
-//! The engine reads each segment with a [`SegmentReader`] (`is_last` for the
-//! newest), then calls [`seal_recovered_segment`] on the newest one with
-//! [`SegmentSummary::valid_end`] and continues in a new segment. Each chunk
-//! records how much of its segment was durable when it was written, so damage
-//! that a later chunk proves had been synced is reported as corruption
-//! instead of being dropped as a torn tail.
+//! A reader reads each segment with a [`SegmentReader`] (`is_last` for the
+//! newest). Each chunk records how much of its segment was durable when it was
+//! written, so damage that a later chunk proves had been synced is reported as
+//! corruption instead of being dropped as a torn tail. Before writing after a
+//! recovery, the newest segment must either be finished with
+//! [`seal_recovered_segment`] (at [`SegmentSummary::valid_end`]) or be retired
+//! altogether (stampkv's engine moves the recovered records into tables, then
+//! starts a new segment); otherwise its torn tail would sit before later
+//! segments and read as corruption.
 //!
 //! # Format
 //!
