@@ -247,8 +247,9 @@ impl SkipList {
         self.len.store(len + 1, AtomicOrdering::Relaxed);
     }
 
-    /// First node >= (user_key, trailer), or null.
-    fn find_greater_or_equal(&self, user_key: &[u8], trailer: u64) -> *mut NodeHeader {
+    /// The neighbours of (user_key, trailer) at level 0: the last node before it (null
+    /// if none) and the first node at or after it (null if none).
+    fn find_neighbours(&self, user_key: &[u8], trailer: u64) -> (*mut NodeHeader, *mut NodeHeader) {
         let mut x = self.head;
         let mut level = self.max_height.load(AtomicOrdering::Relaxed);
         loop {
@@ -256,23 +257,8 @@ impl SkipList {
             if !next.is_null() && node_cmp(next, user_key, trailer) == Ordering::Less {
                 x = next;
             } else if level == 1 {
-                return next;
-            } else {
-                level -= 1;
-            }
-        }
-    }
-
-    /// Last node < (user_key, trailer), or null.
-    fn find_less_than(&self, user_key: &[u8], trailer: u64) -> *mut NodeHeader {
-        let mut x = self.head;
-        let mut level = self.max_height.load(AtomicOrdering::Relaxed);
-        loop {
-            let next = link(x, level - 1).load(AtomicOrdering::Acquire);
-            if !next.is_null() && node_cmp(next, user_key, trailer) == Ordering::Less {
-                x = next;
-            } else if level == 1 {
-                return if x == self.head { ptr::null_mut() } else { x };
+                let before = if x == self.head { ptr::null_mut() } else { x };
+                return (before, next);
             } else {
                 level -= 1;
             }
@@ -376,16 +362,13 @@ impl<'a> Cursor<'a> {
     }
     /// Moves to the first entry >= (user_key, trailer).
     pub fn seek(&mut self, user_key: &[u8], trailer: u64) {
-        self.node = self.list.find_greater_or_equal(user_key, trailer);
+        self.node = self.list.find_neighbours(user_key, trailer).1;
     }
     /// Moves to the last entry <= (user_key, trailer).
     pub fn seek_for_prev(&mut self, user_key: &[u8], trailer: u64) {
-        let node = self.list.find_greater_or_equal(user_key, trailer);
-        if !node.is_null() && node_cmp(node, user_key, trailer) == Ordering::Equal {
-            self.node = node;
-        } else {
-            self.node = self.list.find_less_than(user_key, trailer);
-        }
+        let (before, at_or_after) = self.list.find_neighbours(user_key, trailer);
+        let exact = !at_or_after.is_null() && node_cmp(at_or_after, user_key, trailer) == Ordering::Equal;
+        self.node = if exact { at_or_after } else { before };
     }
     /// Moves to the first entry.
     pub fn seek_to_first(&mut self) {

@@ -331,16 +331,14 @@ impl DbIter {
     }
 }
 
-impl Iterator for DbIter {
-    type Item = Result<Entry>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        if self.done {
-            return None;
-        }
-        match self.next_front() {
+impl DbIter {
+    /// Turns one step's outcome into an iterator item: remembers the key an end reached,
+    /// and ends the iteration at the meeting point or after an error.
+    fn item(&mut self, step: Result<Option<Entry>>, from_front: bool) -> Option<Result<Entry>> {
+        match step {
             Ok(Some(entry)) => {
-                self.front_last = Some(entry.key.clone());
+                let last = if from_front { &mut self.front_last } else { &mut self.back_last };
+                *last = Some(entry.key.clone());
                 Some(Ok(entry))
             }
             Ok(None) => {
@@ -355,24 +353,24 @@ impl Iterator for DbIter {
     }
 }
 
+impl Iterator for DbIter {
+    type Item = Result<Entry>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        let step = self.next_front();
+        self.item(step, true)
+    }
+}
+
 impl DoubleEndedIterator for DbIter {
     fn next_back(&mut self) -> Option<Self::Item> {
         if self.done {
             return None;
         }
-        match self.next_back_entry() {
-            Ok(Some(entry)) => {
-                self.back_last = Some(entry.key.clone());
-                Some(Ok(entry))
-            }
-            Ok(None) => {
-                self.done = true;
-                None
-            }
-            Err(e) => {
-                self.done = true;
-                Some(Err(e))
-            }
-        }
+        let step = self.next_back_entry();
+        self.item(step, false)
     }
 }
