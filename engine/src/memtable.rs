@@ -195,3 +195,50 @@ pub fn live_value(trailer: u64, stored: &[u8], now_ms: u64) -> Option<(&[u8], Op
         EntryKind::Delete => None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::batch::WriteBatch;
+    use crate::iter::InternalIterator;
+
+    #[test]
+    fn an_iterator_keeps_its_memtable_alive_and_sees_every_version() {
+        let mem = Arc::new(Memtable::new(1, 64 << 10, 0));
+        let mut batch = WriteBatch::new();
+        batch.put(b"b", b"2").put(b"a", b"1");
+        let entries: Vec<_> = batch.iter().collect();
+        mem.apply(1, entries);
+        let mut batch = WriteBatch::new();
+        batch.delete(b"a");
+        mem.apply(2, batch.iter());
+        let mut iter = MemtableIter::new(mem.clone());
+        drop(mem);
+        iter.seek_to_first().unwrap();
+        let mut seen = Vec::new();
+        while iter.valid() {
+            seen.push((iter.user_key().to_vec(), key::trailer_seq(iter.trailer()), iter.value().to_vec()));
+            iter.next().unwrap();
+        }
+        let expected = vec![
+            (b"a".to_vec(), 2, Vec::new()),
+            (b"a".to_vec(), 1, b"1".to_vec()),
+            (b"b".to_vec(), 1, b"2".to_vec()),
+        ];
+        assert_eq!(seen, expected);
+    }
+
+    #[test]
+    fn get_finds_the_newest_version_at_a_sequence_and_skips_absent_keys() {
+        let mem = Memtable::new(1, 64 << 10, 0);
+        for seq in 1..=3u64 {
+            let mut batch = WriteBatch::new();
+            batch.put(b"k", &seq.to_le_bytes());
+            mem.apply(seq, batch.iter());
+        }
+        assert_eq!(mem.get(b"k", 2).map(|f| f.value), Some(2u64.to_le_bytes().to_vec()));
+        assert_eq!(mem.get(b"k", 0), None);
+        assert_eq!(mem.get(b"other", 3), None);
+        assert_eq!(mem.max_seq(), 3);
+    }
+}
