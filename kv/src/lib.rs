@@ -1,1 +1,51 @@
-//! stampkv: the Deno KV layer (not yet built; see the engine crate).
+//! stampkv: an embedded, crash-safe key-value database with the data model and transaction
+//! semantics of Deno KV, on stampkv's own log-structured storage engine.
+//!
+//! ```
+//! use stampkv::{key, Kv, KvOptions, KvValue, Value};
+//!
+//! let kv = Kv::open_in_memory(KvOptions::default())?;
+//! let versionstamp = kv.set(&key!["users", 42], &Value::from("ada"))?;
+//! let entry = kv.get::<Value>(&key!["users", 42])?;
+//! assert_eq!(entry.value, Some(Value::from("ada")));
+//! assert_eq!(entry.versionstamp, Some(versionstamp));
+//! let result = kv
+//!     .atomic()
+//!     .check(&key!["users", 42], Some(versionstamp))
+//!     .sum(&key!["visits"], 1)
+//!     .commit()?;
+//! assert!(result.ok());
+//! # Ok::<(), stampkv::KvError>(())
+//! ```
+//!
+//! See `../shared/SPEC.md` for the contract and DESIGN.md for how it maps onto the engine.
+
+#![deny(missing_docs)]
+
+mod atomic;
+mod base64;
+mod bigint;
+mod db;
+mod entry;
+mod error;
+pub mod key;
+mod limits;
+mod list;
+pub mod value;
+mod versionstamp;
+mod watch;
+
+pub use atomic::{AtomicOperation, Check, CommitResult, Mutation, MutationKind};
+pub use bigint::KvBigInt;
+pub use db::{Kv, KvOptions, SetOptions};
+pub use entry::{FromKvValue, KvEntry, KvEntryMaybe, ToKvValue};
+pub use error::KvError;
+pub use key::{Key, KeyError, KeyPart};
+pub use limits::Limits;
+pub use list::{Consistency, ListIter, ListOptions, Selector};
+/// The storage engine, for its options, statistics and file systems.
+pub use stampkv_engine as engine;
+pub use stampkv_engine::{ManualClock, SyncMode};
+pub use value::{KvValue, Value, ValueError};
+pub use versionstamp::{InvalidVersionstamp, Versionstamp};
+pub use watch::Watch;

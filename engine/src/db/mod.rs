@@ -236,6 +236,11 @@ impl Db {
         Snapshot::new(&self.inner)
     }
 
+    /// The clock expiry is evaluated on.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.inner.clock
+    }
+
     /// Sequence number of the last visible commit.
     pub fn last_sequence(&self) -> u64 {
         self.inner.visible_seq.load(Ordering::Acquire)
@@ -289,7 +294,9 @@ impl Db {
         self.shutdown()
     }
 
-    fn shutdown(&self) -> Result<()> {
+    /// [`Db::close`] through a shared reference (for wrappers that hand out clones): the
+    /// database stops accepting writes; later calls do nothing.
+    pub fn shutdown(&self) -> Result<()> {
         {
             let mut commit = self.inner.commit.lock();
             if commit.closed {

@@ -1,0 +1,405 @@
+//! Atomic operations: checks on versionstamps, then mutations in order, all or nothing.
+//!
+//! A commit first validates every limit (Deno's order and texts). Then, under the engine's
+//! commit lock and against the latest state, it evaluates the checks; if one fails,
+//! nothing is written and no versionstamp is used. Otherwise it applies the mutations in
+//! order to an overlay of the keys they touch (so `set` then `sum` on one key sees the
+//! set), and writes the overlay as one engine batch with one sequence number — the
+//! commit's versionstamp. **Better than Deno:** a mutation that fails (a `sum` on a
+//! string, say) fails the whole commit: nothing is visible or durable and the
+//! versionstamp does not advance.
+
+use crate::db::{Kv, SetOptions};
+use crate::entry::{KvEntryMaybe, ToKvValue};
+use crate::{Key, KeyPart, KvError, KvValue, Versionstamp};
+use stampkv_engine::{LatestView, WriteBatch, WriteOptions};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// A versionstamp check: the key's current versionstamp must equal this one (`None`: the
+/// key must not exist).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Check {
+    /// The key.
+    pub key: Key,
+    /// The expected versionstamp, or `None` for "absent".
+    pub versionstamp: Option<Versionstamp>,
+}
+
+/// What a mutation does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MutationKind {
+    /// Set the value.
+    Set(KvValue),
+    /// Delete the key (no error if it is missing).
+    Delete,
+    /// Add: `KvU64` operands wrap at 2^64; V8 numbers and bigints follow Deno's `sum`.
+    Sum(KvValue),
+    /// Keep the smaller `KvU64`.
+    Min(KvValue),
+    /// Keep the larger `KvU64`.
+    Max(KvValue),
+    /// Set the value under the key extended by a string part holding the commit's
+    /// versionstamp in hex.
+    SetSuffixVersionstampedKey(KvValue),
+}
+
+/// One mutation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mutation {
+    /// The key (the prefix, for versionstamped keys).
+    pub key: Key,
+    /// What to do.
+    pub kind: MutationKind,
+    /// For sets: expire this long after the commit.
+    pub expire_in: Option<Duration>,
+}
+
+/// How a commit ended when it did not fail with an error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommitResult {
+    /// Everything was applied; this is the commit's versionstamp.
+    Committed(Versionstamp),
+    /// A check did not hold; nothing was applied.
+    CheckFailed,
+}
+
+impl CommitResult {
+    /// Whether the commit was applied (Deno's `ok`).
+    pub fn ok(&self) -> bool {
+        matches!(self, CommitResult::Committed(_))
+    }
+
+    /// The commit's versionstamp, if it was applied.
+    pub fn versionstamp(&self) -> Option<Versionstamp> {
+        match self {
+            CommitResult::Committed(v) => Some(*v),
+            CommitResult::CheckFailed => None,
+        }
+    }
+}
+
+/// An atomic operation being built; nothing happens until [`AtomicOperation::commit`].
+#[must_use = "an atomic operation does nothing until it is committed"]
+pub struct AtomicOperation<'a> {
+    kv: &'a Kv,
+    checks: Vec<Check>,
+    mutations: Vec<Mutation>,
+    /// The first error met while building (reported by `commit`, as Deno reports it).
+    error: Option<KvError>,
+}
+
+/// Why the engine commit was abandoned.
+enum Abort {
+    CheckFailed,
+    Failed(KvError),
+}
+
+impl From<stampkv_engine::Error> for Abort {
+    fn from(e: stampkv_engine::Error) -> Self {
+        Abort::Failed(e.into())
+    }
+}
+
+impl From<KvError> for Abort {
+    fn from(e: KvError) -> Self {
+        Abort::Failed(e)
+    }
+}
+
+impl<'a> AtomicOperation<'a> {
+    pub(crate) fn new(kv: &'a Kv) -> Self {
+        AtomicOperation { kv, checks: Vec::new(), mutations: Vec::new(), error: None }
+    }
+
+    fn remember(&mut self, error: KvError) {
+        self.error.get_or_insert(error);
+    }
+
+    fn push_value(
+        mut self,
+        key: &Key,
+        value: &(impl ToKvValue + ?Sized),
+        make: fn(KvValue) -> MutationKind,
+        expire_in: Option<Duration>,
+    ) -> Self {
+        match value.to_kv_value() {
+            Ok(value) => self.mutations.push(Mutation { key: key.clone(), kind: make(value), expire_in }),
+            Err(e) => self.remember(e),
+        }
+        self
+    }
+
+    /// Requires `key` to have `versionstamp` (`None`: to be absent) when the commit runs.
+    pub fn check(mut self, key: &Key, versionstamp: Option<Versionstamp>) -> Self {
+        self.checks.push(Check { key: key.clone(), versionstamp });
+        self
+    }
+
+    /// [`AtomicOperation::check`] with a versionstamp in hex (case-insensitive), as Deno
+    /// accepts it; anything but 20 hex characters fails the commit with `Invalid check`.
+    pub fn check_hex(mut self, key: &Key, versionstamp: Option<&str>) -> Self {
+        match versionstamp.map(str::parse::<Versionstamp>).transpose() {
+            Ok(versionstamp) => self.checks.push(Check { key: key.clone(), versionstamp }),
+            Err(_) => self.remember(KvError::InvalidCheck),
+        }
+        self
+    }
+
+    /// Requires the entry to be unchanged since it was read.
+    pub fn check_entry<T>(self, entry: &KvEntryMaybe<T>) -> Self {
+        let versionstamp = entry.versionstamp;
+        self.check(&entry.key, versionstamp)
+    }
+
+    /// Sets `key` to `value`.
+    pub fn set(self, key: &Key, value: &(impl ToKvValue + ?Sized)) -> Self {
+        self.push_value(key, value, MutationKind::Set, None)
+    }
+
+    /// Sets `key` to `value` with options (expiry).
+    pub fn set_with(self, key: &Key, value: &(impl ToKvValue + ?Sized), options: SetOptions) -> Self {
+        self.push_value(key, value, MutationKind::Set, options.expire_in)
+    }
+
+    /// Deletes `key`.
+    pub fn delete(mut self, key: &Key) -> Self {
+        self.mutations.push(Mutation { key: key.clone(), kind: MutationKind::Delete, expire_in: None });
+        self
+    }
+
+    /// Adds `operand` to the `KvU64` at `key` (modulo 2^64; a missing key takes `operand`).
+    pub fn sum(self, key: &Key, operand: u64) -> Self {
+        self.mutate(Mutation {
+            key: key.clone(),
+            kind: MutationKind::Sum(KvValue::U64(operand)),
+            expire_in: None,
+        })
+    }
+
+    /// Keeps the smaller of the `KvU64` at `key` and `operand`.
+    pub fn min(self, key: &Key, operand: u64) -> Self {
+        self.mutate(Mutation {
+            key: key.clone(),
+            kind: MutationKind::Min(KvValue::U64(operand)),
+            expire_in: None,
+        })
+    }
+
+    /// Keeps the larger of the `KvU64` at `key` and `operand`.
+    pub fn max(self, key: &Key, operand: u64) -> Self {
+        self.mutate(Mutation {
+            key: key.clone(),
+            kind: MutationKind::Max(KvValue::U64(operand)),
+            expire_in: None,
+        })
+    }
+
+    /// Sets `value` under `key_prefix` extended by the commit's versionstamp (a string part
+    /// of 20 hex characters): Deno's `set([...prefix, kv.commitVersionstamp()], value)`.
+    pub fn set_versionstamped_key(self, key_prefix: &Key, value: &(impl ToKvValue + ?Sized)) -> Self {
+        self.push_value(key_prefix, value, MutationKind::SetSuffixVersionstampedKey, None)
+    }
+
+    /// Adds any mutation.
+    pub fn mutate(mut self, mutation: Mutation) -> Self {
+        self.mutations.push(mutation);
+        self
+    }
+
+    /// Runs the operation: all of it, or — when a check fails — none of it.
+    pub fn commit(self) -> Result<CommitResult, KvError> {
+        let AtomicOperation { kv, checks, mutations, error } = self;
+        let limits = &kv.inner.limits;
+        if checks.len() > limits.max_checks {
+            return Err(KvError::TooManyChecks { max: limits.max_checks });
+        }
+        if mutations.len() > limits.max_mutations {
+            return Err(KvError::TooManyMutations { max: limits.max_mutations });
+        }
+        if let Some(error) = error {
+            return Err(error);
+        }
+        let plan = Plan::validate(kv, checks, mutations)?;
+        let outcome = kv.inner.db.write_with(WriteOptions::default(), |view| plan.apply(view));
+        match outcome {
+            Ok((seq, (versionstamp, touched))) => {
+                debug_assert_eq!(Versionstamp::from_sequence(seq), versionstamp);
+                kv.inner.watch.notify(&touched);
+                Ok(CommitResult::Committed(versionstamp))
+            }
+            Err(Abort::CheckFailed) => Ok(CommitResult::CheckFailed),
+            Err(Abort::Failed(e)) => Err(e),
+        }
+    }
+}
+
+/// A validated operation with its keys encoded.
+struct Plan {
+    checks: Vec<(Vec<u8>, Option<Versionstamp>)>,
+    mutations: Vec<(Vec<u8>, MutationKind, Option<u64>)>,
+}
+
+/// A key's state in the overlay: value and absolute expiry, or deleted.
+type Pending = Option<(KvValue, Option<u64>)>;
+
+impl Plan {
+    /// Checks every key, value and total against the limits, in Deno's order.
+    fn validate(kv: &Kv, checks: Vec<Check>, mutations: Vec<Mutation>) -> Result<Plan, KvError> {
+        let limits = &kv.inner.limits;
+        let write_key = |key: &Key| -> Result<Vec<u8>, KvError> {
+            if key.is_empty() {
+                return Err(KvError::EmptyKey);
+            }
+            let encoded = key.encode()?;
+            if encoded.len() > limits.max_write_key_bytes {
+                return Err(KvError::KeyTooLargeForWrite { max: limits.max_write_key_bytes });
+            }
+            Ok(encoded)
+        };
+        let (mut total, mut total_keys) = (0usize, 0usize);
+        let mut plan = Plan { checks: Vec::new(), mutations: Vec::new() };
+        for check in checks {
+            let encoded = write_key(&check.key)?;
+            total += encoded.len();
+            plan.checks.push((encoded, check.versionstamp));
+        }
+        let mut encoded_mutations = Vec::with_capacity(mutations.len());
+        for mutation in &mutations {
+            let encoded = write_key(&mutation.key)?;
+            total += encoded.len();
+            encoded_mutations.push(encoded);
+        }
+        for (mutation, encoded) in mutations.into_iter().zip(encoded_mutations) {
+            if let Some(value) = carried_value(&mutation.kind) {
+                let size = stored_size(value);
+                if size > limits.max_value_bytes {
+                    return Err(KvError::ValueTooLarge { max: limits.max_value_bytes });
+                }
+                total += encoded.len() + size;
+                total_keys += encoded.len();
+            }
+            let expire_in_ms = mutation.expire_in.map(expire_in_millis).transpose()?;
+            plan.mutations.push((encoded, mutation.kind, expire_in_ms));
+        }
+        if total > limits.max_total_mutation_bytes {
+            return Err(KvError::TotalMutationSizeTooLarge { max: limits.max_total_mutation_bytes });
+        }
+        if total_keys > limits.max_total_key_bytes {
+            return Err(KvError::TotalKeySizeTooLarge { max: limits.max_total_key_bytes });
+        }
+        Ok(plan)
+    }
+
+    /// Evaluates checks and mutations against the latest state; builds the batch.
+    fn apply(&self, view: &LatestView<'_>) -> Result<(WriteBatch, (Versionstamp, Vec<Vec<u8>>)), Abort> {
+        for (key, expected) in &self.checks {
+            let current = view.get(key)?.map(|e| Versionstamp::from_sequence(e.seq));
+            if current != *expected {
+                return Err(Abort::CheckFailed);
+            }
+        }
+        let versionstamp = Versionstamp::from_sequence(view.last_sequence() + 1);
+        let now_ms = view.now_ms();
+        let mut overlay: BTreeMap<Vec<u8>, Pending> = BTreeMap::new();
+        for (key, kind, expire_in_ms) in &self.mutations {
+            let expires_at = expire_in_ms.map(|ms| now_ms.saturating_add(ms));
+            match kind {
+                MutationKind::Set(value) => {
+                    overlay.insert(key.clone(), Some((value.clone(), expires_at)));
+                }
+                MutationKind::Delete => {
+                    overlay.insert(key.clone(), None);
+                }
+                MutationKind::SetSuffixVersionstampedKey(value) => {
+                    let mut full_key = key.clone();
+                    KeyPart::String(versionstamp.to_hex())
+                        .encode_into(&mut full_key)
+                        .map_err(KvError::from)?;
+                    overlay.insert(full_key, Some((value.clone(), expires_at)));
+                }
+                MutationKind::Sum(operand) | MutationKind::Min(operand) | MutationKind::Max(operand) => {
+                    let current = current_value(&overlay, view, key)?;
+                    let result = arithmetic(kind, current.as_ref(), operand)?;
+                    // sum/min/max clear any expiry, as Deno does.
+                    overlay.insert(key.clone(), Some((result, None)));
+                }
+            }
+        }
+        let mut batch = WriteBatch::new();
+        for (key, pending) in &overlay {
+            match pending {
+                Some((value, Some(at))) => batch.put_expiring(key, &value.encode_stored(), *at),
+                Some((value, None)) => batch.put(key, &value.encode_stored()),
+                None => batch.delete(key),
+            };
+        }
+        Ok((batch, (versionstamp, overlay.into_keys().collect())))
+    }
+}
+
+/// The value a value-carrying mutation stores, if it carries one.
+fn carried_value(kind: &MutationKind) -> Option<&KvValue> {
+    match kind {
+        MutationKind::Delete => None,
+        MutationKind::Set(v)
+        | MutationKind::Sum(v)
+        | MutationKind::Min(v)
+        | MutationKind::Max(v)
+        | MutationKind::SetSuffixVersionstampedKey(v) => Some(v),
+    }
+}
+
+/// A value's size as Deno counts it: its data (8 for a `KvU64`).
+fn stored_size(value: &KvValue) -> usize {
+    match value {
+        KvValue::V8(bytes) | KvValue::Bytes(bytes) => bytes.len(),
+        KvValue::U64(_) => 8,
+    }
+}
+
+/// `expire_in` in milliseconds, refusing what no clock can reach.
+fn expire_in_millis(expire_in: Duration) -> Result<u64, KvError> {
+    let ms = expire_in.as_millis();
+    // JavaScript's largest safe integer bounds Deno's expiry times.
+    const MAX_MS: u128 = (1 << 53) - 1;
+    if ms > MAX_MS {
+        return Err(KvError::InvalidMutation(format!("expireIn is too large: {ms}")));
+    }
+    Ok(ms as u64)
+}
+
+/// The value of `key` as the commit sees it so far: the overlay first, then the database.
+fn current_value(
+    overlay: &BTreeMap<Vec<u8>, Pending>,
+    view: &LatestView<'_>,
+    key: &[u8],
+) -> Result<Option<KvValue>, Abort> {
+    if let Some(pending) = overlay.get(key) {
+        return Ok(pending.as_ref().map(|(value, _)| value.clone()));
+    }
+    match view.get(key)? {
+        Some(entry) => Ok(Some(KvValue::decode_stored(&entry.value).map_err(KvError::from)?)),
+        None => Ok(None),
+    }
+}
+
+/// sum/min/max of the current value and the operand.
+fn arithmetic(kind: &MutationKind, current: Option<&KvValue>, operand: &KvValue) -> Result<KvValue, KvError> {
+    let (name, combine): (&'static str, fn(u64, u64) -> u64) = match kind {
+        MutationKind::Sum(_) => ("sum", u64::wrapping_add),
+        MutationKind::Min(_) => ("min", u64::min),
+        _ => ("max", u64::max),
+    };
+    let KvValue::U64(operand_u64) = operand else {
+        if name == "sum" {
+            return crate::value::sum_v8(current, operand).map_err(|e| KvError::Sum(e.to_string()));
+        }
+        return Err(KvError::NonU64Operand { operation: name });
+    };
+    match current {
+        None => Ok(KvValue::U64(*operand_u64)),
+        Some(KvValue::U64(stored)) => Ok(KvValue::U64(combine(*stored, *operand_u64))),
+        Some(_) => Err(KvError::NonU64Value { operation: name }),
+    }
+}

@@ -1,0 +1,199 @@
+//! The database handle: opening, point reads, single-key writes.
+//!
+//! How the Deno KV data model maps onto the engine:
+//! - A key is stored under its tuple encoding (which starts with a type tag 0x01..=0x27).
+//!   Engine keys starting with 0xFF are reserved for stampkv's own records (the queue);
+//!   no user key and no list range can reach them.
+//! - A value is stored as its encoding byte (1 V8, 2 LE64, 3 bytes) followed by its data;
+//!   `expire_in` becomes the engine's per-entry expiry, so expired entries are invisible
+//!   to every read, list and check from the instant they expire.
+//! - An entry's versionstamp is the engine's sequence number of the commit that wrote it
+//!   (8 bytes big-endian) followed by two zero bytes.
+
+use crate::entry::{FromKvValue, KvEntry, KvEntryMaybe, ToKvValue};
+use crate::limits::Limits;
+use crate::watch::{Watch, WatchHub};
+use crate::{AtomicOperation, Key, KvError, KvValue, Versionstamp};
+use stampkv_engine::{Db, Options};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Options for opening a database.
+#[derive(Debug, Clone, Default)]
+pub struct KvOptions {
+    /// Storage engine options (sync mode, memtable size, clock, ...). The default syncs
+    /// every commit before it is acknowledged.
+    pub engine: Options,
+    /// Deno KV's limits.
+    pub limits: Limits,
+}
+
+/// Options of a single `set`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SetOptions {
+    /// Make the entry expire this long after the commit.
+    pub expire_in: Option<Duration>,
+}
+
+pub(crate) struct KvInner {
+    pub db: Db,
+    pub limits: Limits,
+    pub watch: WatchHub,
+}
+
+/// An open database. Cheap to clone; every clone uses the same database, from any thread.
+#[derive(Clone)]
+pub struct Kv {
+    pub(crate) inner: Arc<KvInner>,
+}
+
+impl std::fmt::Debug for Kv {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Kv").field("db", &self.inner.db).finish()
+    }
+}
+
+impl Kv {
+    /// Opens (creating if needed) the database in directory `path`.
+    pub fn open(path: impl AsRef<Path>, options: KvOptions) -> Result<Kv, KvError> {
+        let db = Db::open(path, options.engine)?;
+        Ok(Self::wrap(db, options.limits))
+    }
+
+    /// Opens a new database that lives in memory only.
+    pub fn open_in_memory(options: KvOptions) -> Result<Kv, KvError> {
+        let db = Db::open_in_memory(options.engine)?;
+        Ok(Self::wrap(db, options.limits))
+    }
+
+    /// Opens a database on a given file system (tests use the crash-simulating one).
+    pub fn open_with_fs(
+        fs: Arc<dyn stampkv_engine::fs::Fs>,
+        path: impl AsRef<Path>,
+        options: KvOptions,
+    ) -> Result<Kv, KvError> {
+        let db = Db::open_with_fs(fs, path, options.engine)?;
+        Ok(Self::wrap(db, options.limits))
+    }
+
+    fn wrap(db: Db, limits: Limits) -> Kv {
+        Kv { inner: Arc::new(KvInner { db, limits, watch: WatchHub::default() }) }
+    }
+
+    /// The limits in force.
+    pub fn limits(&self) -> &Limits {
+        &self.inner.limits
+    }
+
+    /// The storage engine (statistics, `flush`, `compact`).
+    pub fn engine(&self) -> &Db {
+        &self.inner.db
+    }
+
+    /// Reads one key. The empty key is allowed and finds nothing.
+    pub fn get<T: FromKvValue>(&self, key: &Key) -> Result<KvEntryMaybe<T>, KvError> {
+        let encoded = encode_read_key(key, &self.inner.limits)?;
+        let found = if key.is_empty() { None } else { self.inner.db.get_entry(&encoded)? };
+        maybe_entry(key.clone(), found)
+    }
+
+    /// Reads up to `max_read_ranges` (10) keys from one consistent snapshot; the results
+    /// are in argument order.
+    pub fn get_many<T: FromKvValue>(&self, keys: &[Key]) -> Result<Vec<KvEntryMaybe<T>>, KvError> {
+        let max = self.inner.limits.max_read_ranges;
+        if keys.len() > max {
+            return Err(KvError::TooManyRanges { max });
+        }
+        let encoded: Vec<Vec<u8>> =
+            keys.iter().map(|k| encode_read_key(k, &self.inner.limits)).collect::<Result<_, _>>()?;
+        let snapshot = self.inner.db.snapshot();
+        keys.iter()
+            .zip(encoded)
+            .map(|(key, bytes)| {
+                let found = if key.is_empty() { None } else { snapshot.get_entry(&bytes)? };
+                maybe_entry(key.clone(), found)
+            })
+            .collect()
+    }
+
+    /// Sets `key` to `value` in its own atomic commit; returns the commit's versionstamp.
+    pub fn set(&self, key: &Key, value: &(impl ToKvValue + ?Sized)) -> Result<Versionstamp, KvError> {
+        self.set_with(key, value, SetOptions::default())
+    }
+
+    /// [`Kv::set`] with options (expiry).
+    pub fn set_with(
+        &self,
+        key: &Key,
+        value: &(impl ToKvValue + ?Sized),
+        options: SetOptions,
+    ) -> Result<Versionstamp, KvError> {
+        let outcome = self.atomic().set_with(key, value, options).commit()?;
+        outcome.versionstamp().ok_or_else(|| unreachable_check_failure())
+    }
+
+    /// Deletes `key` in its own atomic commit.
+    pub fn delete(&self, key: &Key) -> Result<(), KvError> {
+        self.atomic().delete(key).commit()?;
+        Ok(())
+    }
+
+    /// Starts an atomic operation.
+    pub fn atomic(&self) -> AtomicOperation<'_> {
+        AtomicOperation::new(self)
+    }
+
+    /// Watches up to `max_watched_keys` (10) keys: yields their current entries at once,
+    /// then again whenever a commit changes one of them or one of them expires.
+    pub fn watch(&self, keys: &[Key]) -> Result<Watch, KvError> {
+        Watch::start(self, keys)
+    }
+
+    /// Closes the database: syncs and seals the log, stops background work, ends watches.
+    pub fn close(self) -> Result<(), KvError> {
+        self.inner.watch.close();
+        self.inner.db.shutdown()?;
+        Ok(())
+    }
+}
+
+/// A check failure cannot happen in a commit without checks.
+fn unreachable_check_failure() -> KvError {
+    KvError::InvalidMutation("a commit without checks reported a check failure".into())
+}
+
+/// Encodes a key for a point read: the read covers `[key, key ++ 00)`, so the key plus one
+/// byte must fit the read limit.
+pub(crate) fn encode_read_key(key: &Key, limits: &Limits) -> Result<Vec<u8>, KvError> {
+    let encoded = key.encode()?;
+    if encoded.len() + 1 > limits.max_read_key_bytes {
+        return Err(KvError::KeyTooLargeForRead { max: limits.max_read_key_bytes });
+    }
+    Ok(encoded)
+}
+
+/// Converts an engine entry (or its absence) into a read result.
+pub(crate) fn maybe_entry<T: FromKvValue>(
+    key: Key,
+    found: Option<stampkv_engine::Entry>,
+) -> Result<KvEntryMaybe<T>, KvError> {
+    match found {
+        None => Ok(KvEntryMaybe { key, value: None, versionstamp: None }),
+        Some(entry) => {
+            let value = T::from_kv_value(KvValue::decode_stored(&entry.value)?)?;
+            Ok(KvEntryMaybe {
+                key,
+                value: Some(value),
+                versionstamp: Some(Versionstamp::from_sequence(entry.seq)),
+            })
+        }
+    }
+}
+
+/// Converts an engine entry found by a scan into a read result.
+pub(crate) fn full_entry<T: FromKvValue>(entry: stampkv_engine::Entry) -> Result<KvEntry<T>, KvError> {
+    let key = Key::decode(&entry.key)?;
+    let value = T::from_kv_value(KvValue::decode_stored(&entry.value)?)?;
+    Ok(KvEntry { key, value, versionstamp: Versionstamp::from_sequence(entry.seq) })
+}

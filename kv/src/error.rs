@@ -1,0 +1,194 @@
+//! Errors of the Deno KV layer. `Display` gives Deno's exact message for every error Deno
+//! has, and [`KvError::js_class`] the JavaScript error class Deno throws.
+
+use crate::{KeyError, ValueError};
+use std::fmt;
+
+/// Everything a stampkv operation can fail with.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum KvError {
+    /// A write, check or delete of the empty key.
+    EmptyKey,
+    /// A key written, deleted or checked is too large.
+    KeyTooLargeForWrite {
+        /// The limit in bytes.
+        max: usize,
+    },
+    /// A key read (or a range end) is too large.
+    KeyTooLargeForRead {
+        /// The limit in bytes.
+        max: usize,
+    },
+    /// A value is too large.
+    ValueTooLarge {
+        /// The limit in bytes.
+        max: usize,
+    },
+    /// Too many keys in one `get_many`.
+    TooManyRanges {
+        /// The limit.
+        max: usize,
+    },
+    /// A list batch size over the limit.
+    TooManyEntries {
+        /// The limit.
+        max: usize,
+    },
+    /// Too many checks in one atomic operation.
+    TooManyChecks {
+        /// The limit.
+        max: usize,
+    },
+    /// Too many mutations and enqueues in one atomic operation.
+    TooManyMutations {
+        /// The limit.
+        max: usize,
+    },
+    /// The keys and values of one atomic operation are too large.
+    TotalMutationSizeTooLarge {
+        /// The limit in bytes.
+        max: usize,
+    },
+    /// The keys of one atomic operation are too large.
+    TotalKeySizeTooLarge {
+        /// The limit in bytes.
+        max: usize,
+    },
+    /// Too many keys watched at once.
+    TooManyWatchedKeys {
+        /// The limit.
+        max: usize,
+    },
+    /// A check's versionstamp is not 20 hex characters.
+    InvalidCheck,
+    /// A mutation that makes no sense (the text after `Invalid mutation: `).
+    InvalidMutation(String),
+    /// A sum/min/max on a stored value that is not a `KvU64`.
+    NonU64Value {
+        /// `sum`, `min` or `max`.
+        operation: &'static str,
+    },
+    /// A min/max whose operand is not a `KvU64`.
+    NonU64Operand {
+        /// `min` or `max`.
+        operation: &'static str,
+    },
+    /// A sum on V8 numbers failed (Deno's text).
+    Sum(String),
+    /// A list selector or option Deno rejects (Deno's text).
+    InvalidList(&'static str),
+    /// A list cursor that is not valid base64 of a key suffix.
+    InvalidCursor,
+    /// A list cursor pointing outside the selector's range.
+    CursorOutOfBounds,
+    /// `cursor()` of a list iterator before its first `next()`.
+    CursorBeforeFirstIteration,
+    /// A list limit of zero.
+    InvalidLimit {
+        /// The value given.
+        received: usize,
+    },
+    /// A list batch size of zero.
+    InvalidBatchSize {
+        /// The value given.
+        received: usize,
+    },
+    /// A key that cannot be encoded or a stored key that cannot be decoded.
+    Key(KeyError),
+    /// A value that cannot be encoded or decoded.
+    Value(ValueError),
+    /// The storage engine failed (I/O, corruption, closed, ...).
+    Engine(stampkv_engine::Error),
+    /// The database was closed.
+    Closed,
+}
+
+impl KvError {
+    /// The JavaScript error class Deno throws for this error (`TypeError`, `RangeError` or
+    /// `Error`).
+    pub fn js_class(&self) -> &'static str {
+        match self {
+            KvError::CursorBeforeFirstIteration
+            | KvError::InvalidLimit { .. }
+            | KvError::InvalidBatchSize { .. } => "Error",
+            KvError::Engine(_) | KvError::Closed => "Error",
+            _ => "TypeError",
+        }
+    }
+}
+
+impl fmt::Display for KvError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KvError::EmptyKey => f.write_str("key cannot be empty"),
+            KvError::KeyTooLargeForWrite { max } => write!(f, "Key too large for write (max {max} bytes)"),
+            KvError::KeyTooLargeForRead { max } => write!(f, "Key too large for read (max {max} bytes)"),
+            KvError::ValueTooLarge { max } => write!(f, "Value too large (max {max} bytes)"),
+            KvError::TooManyRanges { max } => write!(f, "Too many ranges (max {max})"),
+            KvError::TooManyEntries { max } => write!(f, "Too many entries (max {max})"),
+            KvError::TooManyChecks { max } => write!(f, "Too many checks (max {max})"),
+            KvError::TooManyMutations { max } => write!(f, "Too many mutations (max {max})"),
+            KvError::TotalMutationSizeTooLarge { max } => {
+                write!(f, "Total mutation size too large (max {max} bytes)")
+            }
+            KvError::TotalKeySizeTooLarge { max } => write!(f, "Total key size too large (max {max} bytes)"),
+            KvError::TooManyWatchedKeys { max } => write!(f, "Too many keys (max {max})"),
+            KvError::InvalidCheck => f.write_str("Invalid check"),
+            KvError::InvalidMutation(what) => write!(f, "Invalid mutation: {what}"),
+            KvError::NonU64Value { operation } => {
+                write!(f, "Failed to perform '{operation}' mutation on a non-U64 value in the database")
+            }
+            KvError::NonU64Operand { operation } => {
+                write!(f, "Failed to perform '{operation}' mutation on a non-U64 operand")
+            }
+            KvError::Sum(text) => f.write_str(text),
+            KvError::InvalidList(text) => f.write_str(text),
+            KvError::InvalidCursor => f.write_str("invalid cursor"),
+            KvError::CursorOutOfBounds => f.write_str("cursor out of bounds"),
+            KvError::CursorBeforeFirstIteration => f.write_str("Cannot get cursor before first iteration"),
+            KvError::InvalidLimit { received } => {
+                write!(f, "Limit must be a positive integer: received {received}")
+            }
+            KvError::InvalidBatchSize { received } => {
+                write!(f, "batchSize must be a positive integer: received {received}")
+            }
+            KvError::Key(e) => write!(f, "{e}"),
+            KvError::Value(e) => write!(f, "{e}"),
+            KvError::Engine(e) => write!(f, "{e}"),
+            KvError::Closed => f.write_str("the database is closed"),
+        }
+    }
+}
+
+impl std::error::Error for KvError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            KvError::Key(e) => Some(e),
+            KvError::Value(e) => Some(e),
+            KvError::Engine(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<KeyError> for KvError {
+    fn from(e: KeyError) -> Self {
+        KvError::Key(e)
+    }
+}
+
+impl From<ValueError> for KvError {
+    fn from(e: ValueError) -> Self {
+        KvError::Value(e)
+    }
+}
+
+impl From<stampkv_engine::Error> for KvError {
+    fn from(e: stampkv_engine::Error) -> Self {
+        match e {
+            stampkv_engine::Error::Closed => KvError::Closed,
+            other => KvError::Engine(other),
+        }
+    }
+}
