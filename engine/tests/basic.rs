@@ -371,3 +371,31 @@ fn snapshots_outlive_a_closed_database() {
     db.close().unwrap();
     assert_eq!(snapshot.get(b"k").unwrap(), Some(b"v".to_vec()));
 }
+
+#[test]
+fn expired_values_in_cold_tables_are_reclaimed_without_further_writes() {
+    let clock = Arc::new(ManualClock::new(50_000));
+    let options = Options { clock: clock.clone(), ..Options::tiny_for_tests() };
+    let db = Db::open_in_memory(options).unwrap();
+    let mut batch = WriteBatch::new();
+    for i in 0..200u32 {
+        batch.put_expiring(format!("e{i:03}").as_bytes(), &[5; 100], 60_000);
+    }
+    batch.put(b"stays", b"1");
+    db.write(batch).unwrap();
+    db.compact().unwrap();
+    let before = db.stats().table_bytes;
+    assert!(before > 20_000, "the values are in tables: {before}");
+    clock.set(60_000);
+    // Nothing is written any more: the compaction thread notices the expiry on its own.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while db.stats().table_bytes > before / 4 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "expired values still occupy {} bytes",
+            db.stats().table_bytes
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(collect(db.iter()), vec![kv("stays", "1")]);
+}

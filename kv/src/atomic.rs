@@ -240,6 +240,9 @@ struct Plan {
     mutations: Vec<(Vec<u8>, MutationKind, Option<u64>)>,
 }
 
+/// What a successful commit reports: its versionstamp and the (encoded) keys it wrote.
+type Applied = (Versionstamp, Vec<Vec<u8>>);
+
 /// A key's state in the overlay: value and absolute expiry, or deleted.
 type Pending = Option<(KvValue, Option<u64>)>;
 
@@ -292,7 +295,7 @@ impl Plan {
     }
 
     /// Evaluates checks and mutations against the latest state; builds the batch.
-    fn apply(&self, view: &LatestView<'_>) -> Result<(WriteBatch, (Versionstamp, Vec<Vec<u8>>)), Abort> {
+    fn apply(&self, view: &LatestView<'_>) -> Result<(WriteBatch, Applied), Abort> {
         for (key, expected) in &self.checks {
             let current = view.get(key)?.map(|e| Versionstamp::from_sequence(e.seq));
             if current != *expected {

@@ -130,7 +130,7 @@ impl Kv {
         options: SetOptions,
     ) -> Result<Versionstamp, KvError> {
         let outcome = self.atomic().set_with(key, value, options).commit()?;
-        outcome.versionstamp().ok_or_else(|| unreachable_check_failure())
+        outcome.versionstamp().ok_or_else(unreachable_check_failure)
     }
 
     /// Deletes `key` in its own atomic commit.

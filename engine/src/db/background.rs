@@ -68,8 +68,28 @@ fn flush_loop(inner: &DbInner) {
     }
 }
 
+/// While some table holds expiring values, the compaction thread also wakes this often to
+/// see whether they have expired (the clock may be a test clock that jumps).
+const EXPIRY_CHECK_INTERVAL: Duration = Duration::from_secs(1);
+
 fn compaction_loop(inner: &DbInner) {
-    while wait_for_work(inner, |w| std::mem::take(&mut w.compaction_pending)) {
+    loop {
+        let expiring =
+            inner.read_state.read().version.all_files().any(|(_, f)| f.earliest_expiry_ms().is_some());
+        {
+            let mut work = inner.work.lock();
+            if !work.shutdown && !work.compaction_pending {
+                if expiring {
+                    inner.work_cv.wait_for(&mut work, EXPIRY_CHECK_INTERVAL);
+                } else {
+                    inner.work_cv.wait(&mut work);
+                }
+            }
+            if work.shutdown {
+                return;
+            }
+            work.compaction_pending = false;
+        }
         report(inner, compaction::compact_while_needed(inner));
     }
 }

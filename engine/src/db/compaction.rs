@@ -56,8 +56,29 @@ impl DbInner {
         target
     }
 
-    /// The most urgent compaction of `version`, if any level is over its limit.
-    fn pick(&self, version: &Version, pointers: &mut [Vec<u8>; NUM_LEVELS]) -> Option<Plan> {
+    /// The most urgent compaction of `version`: a level over its limit first, else a table
+    /// holding values expired at `gc_time_ms`.
+    fn pick(&self, version: &Version, pointers: &mut [Vec<u8>; NUM_LEVELS], gc_time_ms: u64) -> Option<Plan> {
+        self.pick_by_size(version, pointers).or_else(|| Self::pick_expired(version, gc_time_ms))
+    }
+
+    /// The table whose expired values have waited longest, rewritten in place (from level
+    /// 0, with the rest of level 0, into level 1). After the rewrite none of its values is
+    /// expired at `gc_time_ms` (they are dropped or become tombstones), so it is not
+    /// picked again for the same reason.
+    fn pick_expired(version: &Version, gc_time_ms: u64) -> Option<Plan> {
+        let (level, file) = version
+            .all_files()
+            .filter(|(_, f)| f.earliest_expiry_ms().is_some_and(|at| at <= gc_time_ms))
+            .min_by_key(|(_, f)| f.earliest_expiry_ms())?;
+        if level == 0 {
+            return Some(Self::plan_whole_level(version, 0, 1));
+        }
+        Some(Plan { level, output_level: level, inputs: vec![file.clone()], overlapping: Vec::new() })
+    }
+
+    /// The level most over its size (or file count) limit, if any.
+    fn pick_by_size(&self, version: &Version, pointers: &mut [Vec<u8>; NUM_LEVELS]) -> Option<Plan> {
         let mut best: Option<(f64, usize)> = None;
         let l0_score = version.files(0).len() as f64 / self.options.l0_compaction_trigger as f64;
         if l0_score >= 1.0 {
@@ -222,9 +243,10 @@ pub(crate) fn compact_while_needed(inner: &DbInner) -> Result<()> {
             return Ok(());
         }
         let version = inner.read_state.read().version.clone();
+        let gc_time_ms = inner.gc_point().time_ms;
         let plan = {
             let mut versions = inner.versions.lock();
-            inner.pick(&version, &mut versions.compact_pointers)
+            inner.pick(&version, &mut versions.compact_pointers, gc_time_ms)
         };
         let Some(plan) = plan else {
             return Ok(());

@@ -8,7 +8,7 @@ use crate::iter::InternalIterator;
 use crate::key::{self, EntryKind};
 use crate::memtable::{Memtable, MemtableIter};
 use crate::stats::Counters;
-use crate::version::{FileDesc, TableFile, VersionEdit};
+use crate::version::{FileDesc, TableFile, VersionEdit, EARLIEST_EXPIRY_PROPERTY};
 use crate::{Error, Result};
 use stampkv_sstable::{BlockCache, Table, TableBuilder, TableOptions};
 use std::path::PathBuf;
@@ -20,13 +20,22 @@ pub(crate) struct TableOutput {
     pub number: u64,
     builder: TableBuilder<FileWriter>,
     last_key: Vec<u8>,
+    /// Earliest expiry of the expiring values written.
+    earliest_expiry_ms: Option<u64>,
 }
 
 impl TableOutput {
     /// Adds an entry according to a GC decision (dropped entries are not passed here).
     pub fn add(&mut self, user_key: &[u8], trailer: u64, value: &[u8], decision: Decision) -> Result<()> {
         match decision {
-            Decision::Keep => self.builder.add(user_key, trailer, value)?,
+            Decision::Keep => {
+                if key::trailer_kind(trailer) == EntryKind::PutExpiring as u8 {
+                    if let Some((at, _)) = key::split_expiring(value) {
+                        self.earliest_expiry_ms = Some(self.earliest_expiry_ms.map_or(at, |t| t.min(at)));
+                    }
+                }
+                self.builder.add(user_key, trailer, value)?
+            }
             Decision::KeepAsTombstone => {
                 let tombstone = key::trailer(key::trailer_seq(trailer), EntryKind::Delete);
                 self.builder.add(user_key, tombstone, &[])?
@@ -70,7 +79,7 @@ impl TableEnv {
         let path = filename::table_path(&self.dir, number);
         let file = self.fs.create(&path).map_err(|e| Error::io(format!("creating {}", path.display()), e))?;
         let builder = TableBuilder::new(FileWriter::new(file), self.options.clone());
-        Ok(TableOutput { number, builder, last_key: Vec::new() })
+        Ok(TableOutput { number, builder, last_key: Vec::new(), earliest_expiry_ms: None })
     }
 
     /// Finishes and syncs a table and opens it; `None` (and no file) if it is empty. The
@@ -83,7 +92,10 @@ impl TableEnv {
             self.fs.remove(&path).map_err(|e| Error::io(format!("removing {name}"), e))?;
             return Ok(None);
         }
-        let (summary, writer) = output.builder.finish(&[])?;
+        let expiry = output.earliest_expiry_ms.map(u64::to_le_bytes);
+        let properties: Vec<(&str, &[u8])> =
+            expiry.as_ref().map(|bytes| (EARLIEST_EXPIRY_PROPERTY, &bytes[..])).into_iter().collect();
+        let (summary, writer) = output.builder.finish(&properties)?;
         let file = writer.finish_synced().map_err(|e| Error::io(format!("writing {name}"), e))?;
         let desc = FileDesc {
             number: output.number,

@@ -42,11 +42,26 @@ pub struct TableFile {
     path: PathBuf,
     fs: Arc<dyn Fs>,
     obsolete: AtomicBool,
+    /// The earliest expiry time of an expiring value in the table, if any.
+    earliest_expiry_ms: Option<u64>,
 }
+
+/// Name of the table property holding the earliest expiry time (u64 LE, milliseconds).
+pub const EARLIEST_EXPIRY_PROPERTY: &str = "stampkv.earliest-expiry-ms";
 
 impl TableFile {
     pub(crate) fn new(desc: FileDesc, table: Arc<Table>, path: PathBuf, fs: Arc<dyn Fs>) -> Self {
-        TableFile { desc, table, path, fs, obsolete: AtomicBool::new(false) }
+        let earliest_expiry_ms = table
+            .user_property(EARLIEST_EXPIRY_PROPERTY)
+            .and_then(|bytes| bytes.try_into().ok())
+            .map(u64::from_le_bytes);
+        TableFile { desc, table, path, fs, obsolete: AtomicBool::new(false), earliest_expiry_ms }
+    }
+
+    /// The earliest expiry time of an expiring value in the table, if any: once it has
+    /// passed, compacting the table reclaims space.
+    pub fn earliest_expiry_ms(&self) -> Option<u64> {
+        self.earliest_expiry_ms
     }
 
     /// Marks the file for removal when its last handle drops. Call only after the manifest

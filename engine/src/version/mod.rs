@@ -5,7 +5,7 @@ mod file;
 pub(crate) mod set;
 
 pub use edit::VersionEdit;
-pub use file::{FileDesc, TableFile};
+pub use file::{FileDesc, TableFile, EARLIEST_EXPIRY_PROPERTY};
 pub(crate) use set::{read_current, recover_manifest, VersionSet};
 
 use crate::iter::{InternalIterator, LevelIter, TableSource};
