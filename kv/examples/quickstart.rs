@@ -7,7 +7,10 @@ use stampkv::{key, Kv, KvError, KvOptions, KvValue, ListOptions, Selector, SetOp
 use std::time::Duration;
 
 fn user(name: &str, email: &str) -> Value {
-    Value::Object(vec![("name".into(), Value::String(name.into())), ("email".into(), Value::String(email.into()))])
+    Value::Object(vec![
+        ("name".into(), Value::String(name.into())),
+        ("email".into(), Value::String(email.into())),
+    ])
 }
 
 fn main() -> Result<(), KvError> {
@@ -17,7 +20,9 @@ fn main() -> Result<(), KvError> {
     let kv = Kv::open(&dir, KvOptions::default())?;
 
     // Insert users with a unique index by e-mail: both keys or neither.
-    for (id, name, email) in [(1, "Ada", "ada@example.com"), (2, "Grace", "grace@example.com"), (3, "Mallory", "ada@example.com")] {
+    for (id, name, email) in
+        [(1, "Ada", "ada@example.com"), (2, "Grace", "grace@example.com"), (3, "Mallory", "ada@example.com")]
+    {
         let result = kv
             .atomic()
             .check(&key!["users", id], None)
@@ -29,7 +34,11 @@ fn main() -> Result<(), KvError> {
     }
 
     let ada = kv.get::<Value>(&key!["users", 1])?;
-    println!("users/1 = {:?} at versionstamp {}", ada.value, ada.versionstamp.map(|v| v.to_string()).unwrap_or_default());
+    println!(
+        "users/1 = {:?} at versionstamp {}",
+        ada.value,
+        ada.versionstamp.map(|v| v.to_string()).unwrap_or_default()
+    );
 
     // List users, one per page, resuming from the cursor.
     let mut cursor = None;
@@ -60,8 +69,12 @@ fn main() -> Result<(), KvError> {
 
     // A session that expires, and a watch that sees it go.
     let session = key!["sessions", "abc"];
-    kv.set_with(&session, &Value::String("token".into()), SetOptions { expire_in: Some(Duration::from_millis(300)) })?;
-    let mut watch = kv.watch(&[session.clone()])?;
+    kv.set_with(
+        &session,
+        &Value::String("token".into()),
+        SetOptions { expire_in: Some(Duration::from_millis(300)) },
+    )?;
+    let mut watch = kv.watch(std::slice::from_ref(&session))?;
     let now = watch.next().expect("first state")?;
     println!("session now: {:?}", now[0].value);
     let later = watch.next_timeout(Duration::from_secs(5)).expect("expiry")?;

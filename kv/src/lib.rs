@@ -46,6 +46,6 @@ pub use list::{Consistency, ListIter, ListOptions, Selector};
 /// The storage engine, for its options, statistics and file systems.
 pub use stampkv_engine as engine;
 pub use stampkv_engine::{ManualClock, SyncMode};
-pub use value::{KvValue, Value, ValueError};
+pub use value::{KvValue, SumError, Value, ValueError};
 pub use versionstamp::{InvalidVersionstamp, Versionstamp};
 pub use watch::Watch;

@@ -157,7 +157,7 @@ fn watch_yields_the_current_state_then_changes_only() {
     }
     assert_eq!(last.unwrap()[0].value, Some(KvValue::U64(14)));
     // From another thread, blocking.
-    let mut watch = kv.watch(&[a.clone()]).unwrap();
+    let mut watch = kv.watch(std::slice::from_ref(&a)).unwrap();
     watch.next().unwrap().unwrap();
     let writer = {
         let kv = kv.clone();
@@ -180,7 +180,7 @@ fn watch_sees_expiry_and_ends_when_the_database_closes() {
     let kv = Kv::open_in_memory(clocked(&clock)).unwrap();
     let k = key!["temp"];
     kv.set_with(&k, &KvValue::U64(1), SetOptions { expire_in: Some(Duration::from_millis(100)) }).unwrap();
-    let mut watch = kv.watch(&[k.clone()]).unwrap();
+    let mut watch = kv.watch(std::slice::from_ref(&k)).unwrap();
     assert!(watch.next_timeout(Duration::from_secs(5)).unwrap().unwrap()[0].value.is_some());
     clock.advance(100);
     let expired = watch.next_timeout(Duration::from_secs(5)).unwrap().unwrap();

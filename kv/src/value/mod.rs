@@ -1,6 +1,6 @@
 //! Values: the [`Value`] model, the stored form [`KvValue`], the V8 serialization format
 //! ([`v8`]), sums on V8 numbers ([`sum_v8`]) and, with the `serde` feature, typed Rust
-//! data ([`to_value`] / [`from_value`]).
+//! data (`to_value` / `from_value`, in the `serde` module).
 //!
 //! A stored value is one encoding byte followed by the data, exactly as Deno keeps a value
 //! (the SQLite backend stores the same two things in the columns `v_encoding` and `v`):

@@ -423,6 +423,7 @@ fn float(value: &Value) -> Result<f64, ValueError> {
             (None, None) => Err(ValueError::Serde(format!("invalid value: {n}n is out of range for f64"))),
         },
         Value::U64(n) => Ok(*n as f64),
+        Value::Date(ms) => Ok(*ms),
         other => Err(invalid_type(other, &"a number")),
     }
 }

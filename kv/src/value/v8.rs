@@ -901,7 +901,7 @@ impl<'a> Reader<'a> {
             // V8 replaces invalid UTF-8 with U+FFFD, and so do we.
             TAG_UTF8_STRING => Ok(String::from_utf8_lossy(bytes).into_owned()),
             _ => {
-                if len % 2 != 0 {
+                if !len.is_multiple_of(2) {
                     return self.malformed(offset, "two-byte string with an odd byte length");
                 }
                 let units = bytes.chunks_exact(2).map(|pair| u16::from_le_bytes([pair[0], pair[1]]));
@@ -1130,7 +1130,7 @@ impl<'a> Reader<'a> {
             b'F' | b'q' | b'Q' => 8,
             _ => return self.malformed(offset, format!("unknown ArrayBufferView type 0x{subtag:x}")),
         };
-        if byte_offset % element_size != 0 || byte_length % element_size != 0 {
+        if !byte_offset.is_multiple_of(element_size) || !byte_length.is_multiple_of(element_size) {
             return self.malformed(offset, "misaligned typed array");
         }
         let length_tracking = flags & 1 != 0;
