@@ -250,3 +250,37 @@ fn versionstamps_parse_and_print() {
     assert_eq!(v.to_string(), "00000000000000010000");
     assert_eq!("00000000000000010000".parse::<Versionstamp>().unwrap(), v);
 }
+
+#[test]
+fn mutate_sum_on_v8_numbers_and_bigints_follows_deno() {
+    let kv = open();
+    let sum = |key: &Key, operand: Value| {
+        let operand = KvValue::from_value(&operand).unwrap();
+        kv.atomic()
+            .mutate(Mutation { key: key.clone(), kind: MutationKind::Sum(operand), expire_in: None })
+            .commit()
+    };
+    let n = key!["n"];
+    sum(&n, Value::Number(1.5)).unwrap();
+    sum(&n, Value::Number(2.0)).unwrap();
+    assert_eq!(
+        kv.get::<Value>(&n).unwrap().value,
+        Some(Value::Number(3.5)),
+        "missing key takes the operand, then adds"
+    );
+    let b = key!["b"];
+    sum(&b, Value::BigInt(stampkv::KvBigInt::from(i64::MAX))).unwrap();
+    sum(&b, Value::BigInt(stampkv::KvBigInt::from(1i64))).unwrap();
+    assert_eq!(
+        kv.get::<Value>(&b).unwrap().value,
+        Some(Value::BigInt(stampkv::KvBigInt::from(i64::MAX as i128 + 1))),
+        "bigints are exact"
+    );
+    let err = sum(&n, Value::BigInt(stampkv::KvBigInt::from(1i64))).unwrap_err();
+    assert_eq!(err.to_string(), "Cannot sum Number with BigInt");
+    kv.set(&key!["u"], &KvValue::U64(1)).unwrap();
+    let err = sum(&key!["u"], Value::Number(1.0)).unwrap_err();
+    assert_eq!(err.to_string(), "Cannot sum KvU64 with Number");
+    kv.set(&key!["s"], &Value::String("x".into())).unwrap();
+    assert_eq!(sum(&key!["s"], Value::Number(1.0)).unwrap_err().to_string(), "unsupported value type");
+}
