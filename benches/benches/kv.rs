@@ -1,0 +1,128 @@
+//! Criterion version of the Deno KV workloads (see `examples/kv_bench.rs`): stampkv and
+//! Deno KV's own SQLite backend (`denokv_sqlite`) side by side, the same requests through
+//! both (`peers/denokv_peer.rs`).
+//!
+//! `cargo bench -p stampkv-benches --bench kv` (reads and lists on 100,000 entries; set
+//! `STAMPKV_KV_BENCH_N` for another size). Throughput is in elements: commits, reads, keys
+//! listed, sums.
+
+#[path = "../peers/denokv_peer.rs"]
+mod denokv_peer;
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, SamplingMode, Throughput};
+use denokv_peer::{check_key_encodings, open_kv, KvBench};
+use stampkv_benches::{value, value_pool, Rng};
+use std::sync::Arc;
+use std::time::Duration;
+
+const ENGINES: [&str; 2] = ["stampkv", "denokv"];
+/// Commits per measured iteration of the 8-client workload.
+const CONCURRENT_BATCH: u64 = 400;
+const LIST_BATCH: usize = 1000;
+
+fn entries() -> u64 {
+    std::env::var("STAMPKV_KV_BENCH_N").ok().and_then(|v| v.parse().ok()).unwrap_or(100_000)
+}
+
+fn configure<'a>(
+    c: &'a mut Criterion,
+    name: &str,
+    elements: u64,
+) -> criterion::BenchmarkGroup<'a, criterion::measurement::WallTime> {
+    let mut group = c.benchmark_group(name);
+    group.sample_size(10).sampling_mode(SamplingMode::Flat).warm_up_time(Duration::from_millis(500));
+    group.measurement_time(Duration::from_secs(5)).throughput(Throughput::Elements(elements));
+    group
+}
+
+/// Durable check(absent) + set commits of new keys, from 1 and from 8 clients.
+fn commits(c: &mut Criterion) {
+    check_key_encodings();
+    let pool = Arc::new(value_pool(42));
+    let mut group = configure(c, "kv_commit_1_client", 1);
+    for engine in ENGINES {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = open_kv(engine, dir.path());
+        let mut next = 0;
+        group.bench_function(BenchmarkId::from_parameter(engine), |b| {
+            b.iter(|| {
+                assert!(db.commit_new(next, value(&pool, next)));
+                next += 1;
+            })
+        });
+        db.close();
+    }
+    group.finish();
+    let mut group = configure(c, "kv_commit_8_clients", CONCURRENT_BATCH);
+    for engine in ENGINES {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = open_kv(engine, dir.path());
+        let mut next = 0;
+        group.bench_function(BenchmarkId::from_parameter(engine), |b| {
+            b.iter_custom(|iters| {
+                let start = std::time::Instant::now();
+                for _ in 0..iters {
+                    db.commit_new_concurrent(next, CONCURRENT_BATCH, 8, &pool);
+                    next += CONCURRENT_BATCH;
+                }
+                start.elapsed()
+            })
+        });
+        db.close();
+    }
+    group.finish();
+}
+
+/// Random point reads, lists of 1000 and durable sums on a loaded database.
+fn reads_and_sums(c: &mut Criterion) {
+    let n = entries();
+    assert!(n >= LIST_BATCH as u64, "STAMPKV_KV_BENCH_N must be at least {LIST_BATCH}");
+    let pool = value_pool(42);
+    let loaded: Vec<(&str, tempfile::TempDir, Box<dyn KvBench>)> = ENGINES
+        .iter()
+        .map(|&engine| {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let db = open_kv(engine, dir.path());
+            db.load(n, &pool);
+            db.settle();
+            (engine, dir, db)
+        })
+        .collect();
+    let mut group = configure(c, "kv_get", 1);
+    for (engine, _, db) in &loaded {
+        let mut rng = Rng::new(3);
+        group.bench_function(BenchmarkId::from_parameter(engine), |b| {
+            b.iter(|| assert!(db.get(rng.next_u64() % n)))
+        });
+    }
+    group.finish();
+    let mut group = configure(c, "kv_list_1000", LIST_BATCH as u64);
+    for (engine, _, db) in &loaded {
+        let mut j = 0;
+        group.bench_function(BenchmarkId::from_parameter(engine), |b| {
+            b.iter(|| {
+                j += 1;
+                let start = (j * LIST_BATCH as u64 * 7) % (n - LIST_BATCH as u64 + 1);
+                assert_eq!(db.list(start, LIST_BATCH), LIST_BATCH);
+            })
+        });
+    }
+    group.finish();
+    let mut group = configure(c, "kv_sum_100_counters", 1);
+    for (engine, _, db) in &loaded {
+        let mut i = 0;
+        group.bench_function(BenchmarkId::from_parameter(engine), |b| {
+            b.iter(|| {
+                db.sum(i % 100);
+                i += 1;
+            })
+        });
+    }
+    group.finish();
+    for (_, _dir, db) in loaded {
+        db.close();
+    }
+}
+
+criterion_group!(benches, commits, reads_and_sums);
+criterion_main!(benches);
