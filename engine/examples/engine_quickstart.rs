@@ -1,7 +1,7 @@
 //! A first program on the stampkv engine: open a database, commit batches, read them back,
 //! scan ranges both ways, use a snapshot, let entries expire, reopen, print statistics.
 //!
-//! `cargo run --release -p stampkv-engine --example quickstart [directory]`
+//! `cargo run --release -p stampkv-engine --example engine_quickstart [directory]`
 //! (without a directory it uses a fresh temporary one and removes it afterwards).
 
 use stampkv_engine::{Db, Options, WriteBatch};
