@@ -11,6 +11,7 @@
 
 use crate::db::{Kv, SetOptions};
 use crate::entry::{KvEntryMaybe, ToKvValue};
+use crate::queue::{Enqueue, EnqueueOptions};
 use crate::{Key, KeyPart, KvError, KvValue, Versionstamp};
 use stampkv_engine::{LatestView, WriteBatch, WriteOptions};
 use std::collections::BTreeMap;
@@ -85,6 +86,7 @@ pub struct AtomicOperation<'a> {
     kv: &'a Kv,
     checks: Vec<Check>,
     mutations: Vec<Mutation>,
+    enqueues: Vec<Enqueue>,
     /// The first error met while building (reported by `commit`, as Deno reports it).
     error: Option<KvError>,
 }
@@ -109,7 +111,7 @@ impl From<KvError> for Abort {
 
 impl<'a> AtomicOperation<'a> {
     pub(crate) fn new(kv: &'a Kv) -> Self {
-        AtomicOperation { kv, checks: Vec::new(), mutations: Vec::new(), error: None }
+        AtomicOperation { kv, checks: Vec::new(), mutations: Vec::new(), enqueues: Vec::new(), error: None }
     }
 
     fn remember(&mut self, error: KvError) {
@@ -201,6 +203,16 @@ impl<'a> AtomicOperation<'a> {
         self.push_value(key_prefix, value, MutationKind::SetSuffixVersionstampedKey, None)
     }
 
+    /// Enqueues `value` as part of this operation: it is queued only if the operation
+    /// commits, and becomes deliverable `options.delay` after the commit.
+    pub fn enqueue(mut self, value: &(impl ToKvValue + ?Sized), options: EnqueueOptions) -> Self {
+        match Enqueue::new(self.kv, value, options) {
+            Ok(enqueue) => self.enqueues.push(enqueue),
+            Err(e) => self.remember(e),
+        }
+        self
+    }
+
     /// Adds any mutation.
     pub fn mutate(mut self, mutation: Mutation) -> Self {
         self.mutations.push(mutation);
@@ -209,23 +221,27 @@ impl<'a> AtomicOperation<'a> {
 
     /// Runs the operation: all of it, or — when a check fails — none of it.
     pub fn commit(self) -> Result<CommitResult, KvError> {
-        let AtomicOperation { kv, checks, mutations, error } = self;
+        let AtomicOperation { kv, checks, mutations, enqueues, error } = self;
         let limits = &kv.inner.limits;
         if checks.len() > limits.max_checks {
             return Err(KvError::TooManyChecks { max: limits.max_checks });
         }
-        if mutations.len() > limits.max_mutations {
+        if mutations.len() + enqueues.len() > limits.max_mutations {
             return Err(KvError::TooManyMutations { max: limits.max_mutations });
         }
         if let Some(error) = error {
             return Err(error);
         }
-        let plan = Plan::validate(kv, checks, mutations)?;
+        let has_enqueues = !enqueues.is_empty();
+        let plan = Plan::validate(kv, checks, mutations, enqueues)?;
         let outcome = kv.inner.db.write_with(WriteOptions::default(), |view| plan.apply(view));
         match outcome {
             Ok((seq, (versionstamp, touched))) => {
                 debug_assert_eq!(Versionstamp::from_sequence(seq), versionstamp);
                 kv.inner.watch.notify(&touched);
+                if has_enqueues {
+                    kv.inner.queue.notify();
+                }
                 Ok(CommitResult::Committed(versionstamp))
             }
             Err(Abort::CheckFailed) => Ok(CommitResult::CheckFailed),
@@ -238,6 +254,7 @@ impl<'a> AtomicOperation<'a> {
 struct Plan {
     checks: Vec<(Vec<u8>, Option<Versionstamp>)>,
     mutations: Vec<(Vec<u8>, MutationKind, Option<u64>)>,
+    enqueues: Vec<Enqueue>,
 }
 
 /// What a successful commit reports: its versionstamp and the (encoded) keys it wrote.
@@ -248,7 +265,12 @@ type Pending = Option<(KvValue, Option<u64>)>;
 
 impl Plan {
     /// Checks every key, value and total against the limits, in Deno's order.
-    fn validate(kv: &Kv, checks: Vec<Check>, mutations: Vec<Mutation>) -> Result<Plan, KvError> {
+    fn validate(
+        kv: &Kv,
+        checks: Vec<Check>,
+        mutations: Vec<Mutation>,
+        enqueues: Vec<Enqueue>,
+    ) -> Result<Plan, KvError> {
         let limits = &kv.inner.limits;
         let write_key = |key: &Key| -> Result<Vec<u8>, KvError> {
             if key.is_empty() {
@@ -261,7 +283,7 @@ impl Plan {
             Ok(encoded)
         };
         let (mut total, mut total_keys) = (0usize, 0usize);
-        let mut plan = Plan { checks: Vec::new(), mutations: Vec::new() };
+        let mut plan = Plan { checks: Vec::new(), mutations: Vec::new(), enqueues: Vec::new() };
         for check in checks {
             let encoded = write_key(&check.key)?;
             total += encoded.len();
@@ -285,6 +307,8 @@ impl Plan {
             let expire_in_ms = mutation.expire_in.map(expire_in_millis).transpose()?;
             plan.mutations.push((encoded, mutation.kind, expire_in_ms));
         }
+        total += enqueues.iter().map(Enqueue::counted_bytes).sum::<usize>();
+        plan.enqueues = enqueues;
         if total > limits.max_total_mutation_bytes {
             return Err(KvError::TotalMutationSizeTooLarge { max: limits.max_total_mutation_bytes });
         }
@@ -330,6 +354,9 @@ impl Plan {
             }
         }
         let mut batch = WriteBatch::new();
+        for (index, enqueue) in self.enqueues.iter().enumerate() {
+            enqueue.write(&mut batch, now_ms, versionstamp.sequence(), index as u32);
+        }
         for (key, pending) in &overlay {
             match pending {
                 Some((value, Some(at))) => batch.put_expiring(key, &value.encode_stored(), *at),

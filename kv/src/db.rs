@@ -40,6 +40,7 @@ pub(crate) struct KvInner {
     pub db: Db,
     pub limits: Limits,
     pub watch: WatchHub,
+    pub queue: crate::queue::QueueHub,
 }
 
 /// An open database. Cheap to clone; every clone uses the same database, from any thread.
@@ -78,7 +79,7 @@ impl Kv {
     }
 
     fn wrap(db: Db, limits: Limits) -> Kv {
-        Kv { inner: Arc::new(KvInner { db, limits, watch: WatchHub::default() }) }
+        Kv { inner: Arc::new(KvInner { db, limits, watch: WatchHub::default(), queue: Default::default() }) }
     }
 
     /// The limits in force.
@@ -150,8 +151,10 @@ impl Kv {
         Watch::start(self, keys)
     }
 
-    /// Closes the database: syncs and seals the log, stops background work, ends watches.
+    /// Closes the database: queue workers finish their current handlers and stop, watches
+    /// end, background work stops, the log is synced and sealed.
     pub fn close(self) -> Result<(), KvError> {
+        self.inner.queue.close();
         self.inner.watch.close();
         self.inner.db.shutdown()?;
         Ok(())

@@ -94,6 +94,10 @@ pub enum KvError {
         /// The value given.
         received: usize,
     },
+    /// An enqueue Deno refuses (its text): delay, backoff schedule or payload size.
+    InvalidEnqueue(String),
+    /// `listen_queue` on a closed database.
+    QueueClosed,
     /// A key that cannot be encoded or a stored key that cannot be decoded.
     Key(KeyError),
     /// A value that cannot be encoded or decoded.
@@ -112,7 +116,7 @@ impl KvError {
             KvError::CursorBeforeFirstIteration
             | KvError::InvalidLimit { .. }
             | KvError::InvalidBatchSize { .. } => "Error",
-            KvError::Engine(_) | KvError::Closed => "Error",
+            KvError::Engine(_) | KvError::Closed | KvError::QueueClosed => "Error",
             _ => "TypeError",
         }
     }
@@ -157,6 +161,8 @@ impl fmt::Display for KvError {
             KvError::Value(e) => write!(f, "{e}"),
             KvError::Engine(e) => write!(f, "{e}"),
             KvError::Closed => f.write_str("the database is closed"),
+            KvError::InvalidEnqueue(text) => f.write_str(text),
+            KvError::QueueClosed => f.write_str("Queue already closed"),
         }
     }
 }

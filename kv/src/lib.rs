@@ -31,6 +31,7 @@ mod error;
 pub mod key;
 mod limits;
 mod list;
+mod queue;
 pub mod value;
 mod versionstamp;
 mod watch;
@@ -43,6 +44,7 @@ pub use error::KvError;
 pub use key::{Key, KeyError, KeyPart};
 pub use limits::Limits;
 pub use list::{Consistency, ListIter, ListOptions, Selector};
+pub use queue::{EnqueueOptions, ListenOptions, QueueListener, QueueMessage, DEFAULT_BACKOFF_MS};
 /// The storage engine, for its options, statistics and file systems.
 pub use stampkv_engine as engine;
 pub use stampkv_engine::{ManualClock, SyncMode};

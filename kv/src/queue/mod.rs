@@ -1,0 +1,445 @@
+//! The persisted delay queue: `enqueue` (alone or inside an atomic operation) and
+//! `listen_queue`.
+//!
+//! - A message is stored in the engine, in the reserved key space (`record.rs`), by the same
+//!   commit that enqueues it: atomic with the rest of the operation and durable under the
+//!   same sync rule.
+//! - Listener workers take the message with the earliest deadline that has come and that no
+//!   other worker holds. Holding is an in-memory lease for the visibility timeout: only one
+//!   process can open a database, so in-memory leases exclude every other worker, and a
+//!   crash simply forgets them — on reopen every message still stored is delivered again,
+//!   with the deadline it had.
+//! - Success deletes the message. Failure (an error or a panic in the handler) moves it to
+//!   `now + next backoff interval` with the rest of the schedule; when the schedule is
+//!   exhausted one commit writes the value to every `keys_if_undelivered` key and deletes
+//!   the message. These commits are not synced on their own: if a crash loses one, the
+//!   message is delivered again (at-least-once), never lost.
+//! - A handler that runs past the visibility timeout loses its lease and the message may be
+//!   delivered again; its outcome is then applied only if the message is still stored.
+//! - Messages with the same deadline are delivered in enqueue order; time comes from the
+//!   engine's clock, so tests can move it.
+
+pub(crate) mod record;
+
+use crate::db::{Kv, KvInner};
+use crate::entry::{FromKvValue, ToKvValue};
+use crate::{Key, KvError, KvValue};
+use parking_lot::{Condvar, Mutex};
+use record::{message_key, parse_message_key, MessageRecord, QUEUE_PREFIX};
+use stampkv_engine::{WriteBatch, WriteOptions};
+use std::collections::HashMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Deno's default retry schedule, in milliseconds.
+pub const DEFAULT_BACKOFF_MS: [u32; 5] = [100, 1_000, 5_000, 30_000, 60_000];
+/// Longest delay: 30 days.
+pub const MAX_DELAY: Duration = Duration::from_millis(2_592_000_000);
+/// Most retry intervals in a schedule.
+pub const MAX_BACKOFF_INTERVALS: usize = 5;
+/// Longest retry interval: one hour.
+pub const MAX_BACKOFF_INTERVAL: Duration = Duration::from_millis(3_600_000);
+
+/// Options of an enqueue.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EnqueueOptions {
+    /// Deliver no earlier than this long after the commit (at most 30 days).
+    pub delay: Duration,
+    /// Where the value goes if every delivery fails.
+    pub keys_if_undelivered: Vec<Key>,
+    /// Waits before each retry (at most 5, each at most an hour); `None` for the default
+    /// `[100, 1000, 5000, 30000, 60000]` ms, `Some(vec![])` for no retry.
+    pub backoff_schedule: Option<Vec<Duration>>,
+}
+
+/// A validated enqueue, ready to be written.
+#[derive(Debug, Clone)]
+pub(crate) struct Enqueue {
+    pub payload: KvValue,
+    pub delay_ms: u64,
+    pub backoff_ms: Vec<u32>,
+    pub keys_if_undelivered: Vec<Vec<u8>>,
+}
+
+impl Enqueue {
+    /// Validates an enqueue with Deno's rules and messages.
+    pub fn new(
+        kv: &Kv,
+        value: &(impl ToKvValue + ?Sized),
+        options: EnqueueOptions,
+    ) -> Result<Enqueue, KvError> {
+        let limits = kv.limits();
+        let delay_ms = options.delay.as_millis();
+        if options.delay > MAX_DELAY {
+            return Err(KvError::InvalidEnqueue(format!(
+                "Delay cannot be greater than 30 days: received {delay_ms}"
+            )));
+        }
+        let backoff = options.backoff_schedule.unwrap_or_else(|| {
+            DEFAULT_BACKOFF_MS.iter().map(|ms| Duration::from_millis(u64::from(*ms))).collect()
+        });
+        if backoff.len() > MAX_BACKOFF_INTERVALS {
+            return Err(KvError::InvalidEnqueue(format!(
+                "Invalid backoffSchedule, max {MAX_BACKOFF_INTERVALS} intervals allowed"
+            )));
+        }
+        if let Some(index) = backoff.iter().position(|d| *d > MAX_BACKOFF_INTERVAL) {
+            return Err(KvError::InvalidEnqueue(format!(
+                "Invalid backoffSchedule, interval at index {index} is invalid"
+            )));
+        }
+        let payload = value.to_kv_value()?;
+        if payload_size(&payload) > limits.max_value_bytes {
+            return Err(KvError::InvalidEnqueue(format!(
+                "enqueue payload too large (max {} bytes)",
+                limits.max_value_bytes
+            )));
+        }
+        let mut keys_if_undelivered = Vec::with_capacity(options.keys_if_undelivered.len());
+        for key in &options.keys_if_undelivered {
+            if key.is_empty() {
+                return Err(KvError::EmptyKey);
+            }
+            let encoded = key.encode()?;
+            if encoded.len() > limits.max_write_key_bytes {
+                return Err(KvError::KeyTooLargeForWrite { max: limits.max_write_key_bytes });
+            }
+            keys_if_undelivered.push(encoded);
+        }
+        Ok(Enqueue {
+            payload,
+            delay_ms: delay_ms as u64,
+            backoff_ms: backoff.iter().map(|d| d.as_millis() as u32).collect(),
+            keys_if_undelivered,
+        })
+    }
+
+    /// Bytes Deno counts against the total mutation size.
+    pub fn counted_bytes(&self) -> usize {
+        payload_size(&self.payload) + 4 * self.backoff_ms.len()
+    }
+
+    /// Adds the message to a commit whose sequence number is `sequence`.
+    pub fn write(&self, batch: &mut WriteBatch, now_ms: u64, sequence: u64, index: u32) {
+        let record = MessageRecord {
+            attempts: 0,
+            payload: self.payload.clone(),
+            backoff_ms: self.backoff_ms.clone(),
+            keys_if_undelivered: self.keys_if_undelivered.clone(),
+        };
+        batch.put(&message_key(now_ms.saturating_add(self.delay_ms), sequence, index), &record.encode());
+    }
+}
+
+fn payload_size(payload: &KvValue) -> usize {
+    match payload {
+        KvValue::V8(bytes) | KvValue::Bytes(bytes) => bytes.len(),
+        KvValue::U64(_) => 8,
+    }
+}
+
+/// A message handed to a queue handler.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueueMessage {
+    /// The enqueued value.
+    pub value: KvValue,
+    /// 1 for the first delivery, then 2, 3, ... after failures.
+    pub attempt: u32,
+}
+
+impl QueueMessage {
+    /// The value as a given type (a [`crate::Value`], or a serde type with `serde`).
+    pub fn value_as<T: FromKvValue>(&self) -> Result<T, KvError> {
+        T::from_kv_value(self.value.clone())
+    }
+}
+
+/// Options of a listener.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListenOptions {
+    /// Worker threads running handlers concurrently (default 4).
+    pub workers: usize,
+    /// How long a message stays reserved for the worker handling it (default 60 s); a
+    /// handler still running after that may see the message delivered again elsewhere.
+    pub visibility_timeout: Duration,
+    /// Longest a worker sleeps without looking at the clock again (default 1 s); lower it
+    /// when the engine runs on a manual clock in tests.
+    pub max_idle_wait: Duration,
+}
+
+impl Default for ListenOptions {
+    fn default() -> Self {
+        ListenOptions {
+            workers: 4,
+            visibility_timeout: Duration::from_secs(60),
+            max_idle_wait: Duration::from_secs(1),
+        }
+    }
+}
+
+/// A worker's hold on a message.
+#[derive(Clone, Copy)]
+struct Lease {
+    token: u64,
+    until: Instant,
+}
+
+#[derive(Default)]
+struct HubState {
+    /// Messages being handled: engine key → lease.
+    leases: HashMap<Vec<u8>, Lease>,
+    next_token: u64,
+    /// Bumped by every enqueue commit and lease release.
+    epoch: u64,
+    closed: bool,
+    workers: Vec<JoinHandle<()>>,
+}
+
+/// The database's queue state shared by its listeners.
+#[derive(Default)]
+pub(crate) struct QueueHub {
+    state: Mutex<HubState>,
+    cv: Condvar,
+}
+
+impl QueueHub {
+    /// Wakes the workers: a message may have become available.
+    pub fn notify(&self) {
+        self.state.lock().epoch += 1;
+        self.cv.notify_all();
+    }
+
+    /// Stops every worker after its current handler and waits for them (but never for the
+    /// calling thread itself, should a handler close the database).
+    pub fn close(&self) {
+        let workers = {
+            let mut state = self.state.lock();
+            state.closed = true;
+            std::mem::take(&mut state.workers)
+        };
+        self.cv.notify_all();
+        let me = std::thread::current().id();
+        for worker in workers {
+            if worker.thread().id() != me {
+                let _ = worker.join();
+            }
+        }
+    }
+
+    /// Ends a lease, unless it ran out and the message was leased again meanwhile.
+    fn release(&self, key: &[u8], token: u64) {
+        let mut state = self.state.lock();
+        if state.leases.get(key).is_some_and(|lease| lease.token == token) {
+            state.leases.remove(key);
+        }
+        state.epoch += 1;
+        self.cv.notify_all();
+    }
+}
+
+/// A running set of queue workers; see [`Kv::listen_queue`]. Dropping the handle leaves the
+/// workers running until the database closes.
+pub struct QueueListener {
+    stop: Arc<AtomicBool>,
+    inner: Arc<KvInner>,
+}
+
+impl QueueListener {
+    /// Stops this listener's workers after their current handlers (the database stays open).
+    pub fn stop(self) {
+        self.stop.store(true, Ordering::SeqCst);
+        self.inner.queue.notify();
+    }
+
+    /// Blocks until the database is closed (Deno's `listenQueue` promise).
+    pub fn wait(self) {
+        let hub = &self.inner.queue;
+        let mut state = hub.state.lock();
+        while !state.closed && !self.stop.load(Ordering::SeqCst) {
+            hub.cv.wait(&mut state);
+        }
+    }
+}
+
+/// Why a queue commit was skipped.
+enum Skip {
+    Gone,
+    Failed(KvError),
+}
+
+impl From<stampkv_engine::Error> for Skip {
+    fn from(e: stampkv_engine::Error) -> Self {
+        Skip::Failed(e.into())
+    }
+}
+
+/// Queue bookkeeping commits are not synced on their own (see the module docs).
+const BOOKKEEPING: WriteOptions = WriteOptions { sync: Some(false) };
+
+impl Kv {
+    /// Enqueues `value` in its own atomic commit; returns the commit's versionstamp.
+    pub fn enqueue(
+        &self,
+        value: &(impl ToKvValue + ?Sized),
+        options: EnqueueOptions,
+    ) -> Result<crate::Versionstamp, KvError> {
+        let result = self.atomic().enqueue(value, options).commit()?;
+        result
+            .versionstamp()
+            .ok_or_else(|| KvError::InvalidMutation("an enqueue without checks failed a check".into()))
+    }
+
+    /// Starts `options.workers` threads delivering queued messages to `handler`. A handler
+    /// returning `Err` (or panicking) has its message retried on the backoff schedule, then
+    /// dead-lettered. Several listeners share the messages; each delivery goes to one.
+    pub fn listen_queue<F, E>(&self, options: ListenOptions, handler: F) -> Result<QueueListener, KvError>
+    where
+        F: Fn(QueueMessage) -> Result<(), E> + Send + Sync + 'static,
+        E: std::fmt::Display,
+    {
+        let handler: Arc<dyn Fn(QueueMessage) -> Result<(), String> + Send + Sync> =
+            Arc::new(move |message| handler(message).map_err(|e| e.to_string()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut state = self.inner.queue.state.lock();
+        if state.closed {
+            return Err(KvError::QueueClosed);
+        }
+        for n in 0..options.workers.max(1) {
+            let worker = Worker { kv: self.clone(), options, handler: handler.clone(), stop: stop.clone() };
+            let thread = std::thread::Builder::new()
+                .name(format!("stampkv-queue-{n}"))
+                .spawn(move || worker.run())
+                .map_err(|e| {
+                    KvError::Engine(stampkv_engine::Error::Io {
+                        context: "starting a queue worker".into(),
+                        source: e,
+                    })
+                })?;
+            state.workers.push(thread);
+        }
+        Ok(QueueListener { stop, inner: self.inner.clone() })
+    }
+}
+
+/// One worker thread of a listener.
+struct Worker {
+    kv: Kv,
+    options: ListenOptions,
+    handler: Arc<dyn Fn(QueueMessage) -> Result<(), String> + Send + Sync>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Worker {
+    fn run(self) {
+        while let Some((key, token, record)) = self.next_message() {
+            let message = QueueMessage { value: record.payload.clone(), attempt: record.attempts + 1 };
+            let handler = &self.handler;
+            let succeeded = matches!(catch_unwind(AssertUnwindSafe(|| handler(message))), Ok(Ok(())));
+            // If the database closed meanwhile the message stays queued for the next open.
+            let _ = if succeeded { self.acknowledge(&key) } else { self.retry_or_dead_letter(&key) };
+            self.kv.inner.queue.release(&key, token);
+        }
+    }
+
+    fn hub(&self) -> &QueueHub {
+        &self.kv.inner.queue
+    }
+
+    /// Leases the next deliverable message; `None` once stopped or closed.
+    fn next_message(&self) -> Option<(Vec<u8>, u64, MessageRecord)> {
+        let clock = self.kv.inner.db.clock().clone();
+        loop {
+            let mut state = self.hub().state.lock();
+            if state.closed || self.stop.load(Ordering::SeqCst) {
+                return None;
+            }
+            let epoch = state.epoch;
+            let now_ms = clock.now_ms();
+            let now = Instant::now();
+            state.leases.retain(|_, lease| lease.until > now);
+            let mut wake_ms: Option<u64> = None;
+            let mut end = QUEUE_PREFIX.to_vec();
+            end.push(0xFF);
+            for entry in self.kv.inner.db.range(QUEUE_PREFIX.to_vec()..end) {
+                let Ok(entry) = entry else { break };
+                let Some((deadline, _, _)) = parse_message_key(&entry.key) else { continue };
+                if deadline > now_ms {
+                    wake_ms = Some(deadline - now_ms);
+                    break;
+                }
+                if state.leases.contains_key(&entry.key) {
+                    continue;
+                }
+                let Ok(record) = MessageRecord::decode(&entry.value) else { continue };
+                state.next_token += 1;
+                let token = state.next_token;
+                state
+                    .leases
+                    .insert(entry.key.clone(), Lease { token, until: now + self.options.visibility_timeout });
+                return Some((entry.key, token, record));
+            }
+            let mut wait = self.options.max_idle_wait;
+            if let Some(ms) = wake_ms {
+                wait = wait.min(Duration::from_millis(ms));
+            }
+            if let Some(first_expiry) = state.leases.values().map(|lease| lease.until).min() {
+                wait = wait.min(first_expiry.saturating_duration_since(now));
+            }
+            if state.epoch == epoch {
+                self.hub().cv.wait_for(&mut state, wait.max(Duration::from_millis(1)));
+            }
+        }
+    }
+
+    /// Deletes a handled message (if it is still stored).
+    fn acknowledge(&self, key: &[u8]) -> Result<(), KvError> {
+        let outcome = self.kv.inner.db.write_with(BOOKKEEPING, |view| {
+            if view.get(key)?.is_none() {
+                return Err(Skip::Gone);
+            }
+            let mut batch = WriteBatch::new();
+            batch.delete(key);
+            Ok((batch, ()))
+        });
+        match outcome {
+            Ok(_) | Err(Skip::Gone) => Ok(()),
+            Err(Skip::Failed(e)) => Err(e),
+        }
+    }
+
+    /// Reschedules a failed message, or writes it to its dead-letter keys.
+    fn retry_or_dead_letter(&self, key: &[u8]) -> Result<(), KvError> {
+        let Some((_, sequence, index)) = parse_message_key(key) else { return Ok(()) };
+        let outcome = self.kv.inner.db.write_with(BOOKKEEPING, |view| {
+            let Some(entry) = view.get(key)? else { return Err(Skip::Gone) };
+            let mut record = MessageRecord::decode(&entry.value).map_err(Skip::Failed)?;
+            let mut batch = WriteBatch::new();
+            batch.delete(key);
+            let mut dead_letters = Vec::new();
+            if record.backoff_ms.is_empty() {
+                let stored = record.payload.encode_stored();
+                for target in &record.keys_if_undelivered {
+                    batch.put(target, &stored);
+                }
+                dead_letters = record.keys_if_undelivered;
+            } else {
+                let wait_ms = u64::from(record.backoff_ms.remove(0));
+                record.attempts += 1;
+                let deadline = view.now_ms().saturating_add(wait_ms);
+                batch.put(&message_key(deadline, sequence, index), &record.encode());
+            }
+            Ok((batch, dead_letters))
+        });
+        match outcome {
+            Ok((_, dead_letters)) => {
+                self.kv.inner.watch.notify(&dead_letters);
+                Ok(())
+            }
+            Err(Skip::Gone) => Ok(()),
+            Err(Skip::Failed(e)) => Err(e),
+        }
+    }
+}
