@@ -232,15 +232,14 @@ impl<'a> AtomicOperation<'a> {
         if let Some(error) = error {
             return Err(error);
         }
-        let has_enqueues = !enqueues.is_empty();
         let plan = Plan::validate(kv, checks, mutations, enqueues)?;
         let outcome = kv.inner.db.write_with(WriteOptions::default(), |view| plan.apply(view));
         match outcome {
-            Ok((seq, (versionstamp, touched))) => {
+            Ok((seq, (versionstamp, touched, queued))) => {
                 debug_assert_eq!(Versionstamp::from_sequence(seq), versionstamp);
                 kv.inner.watch.notify(&touched);
-                if has_enqueues {
-                    kv.inner.queue.notify();
+                if !queued.is_empty() {
+                    kv.inner.queue.enqueued(&queued);
                 }
                 Ok(CommitResult::Committed(versionstamp))
             }
@@ -257,8 +256,9 @@ struct Plan {
     enqueues: Vec<Enqueue>,
 }
 
-/// What a successful commit reports: its versionstamp and the (encoded) keys it wrote.
-type Applied = (Versionstamp, Vec<Vec<u8>>);
+/// What a successful commit reports: its versionstamp, the (encoded) keys it wrote, and
+/// the engine keys of the messages it enqueued.
+type Applied = (Versionstamp, Vec<Vec<u8>>, Vec<Vec<u8>>);
 
 /// A key's state in the overlay: value and absolute expiry, or deleted.
 type Pending = Option<(KvValue, Option<u64>)>;
@@ -354,9 +354,12 @@ impl Plan {
             }
         }
         let mut batch = WriteBatch::new();
-        for (index, enqueue) in self.enqueues.iter().enumerate() {
-            enqueue.write(&mut batch, now_ms, versionstamp.sequence(), index as u32);
-        }
+        let queued: Vec<Vec<u8>> = self
+            .enqueues
+            .iter()
+            .enumerate()
+            .map(|(index, enqueue)| enqueue.write(&mut batch, now_ms, versionstamp.sequence(), index as u32))
+            .collect();
         for (key, pending) in &overlay {
             match pending {
                 Some((value, Some(at))) => batch.put_expiring(key, &value.encode_stored(), *at),
@@ -364,7 +367,7 @@ impl Plan {
                 None => batch.delete(key),
             };
         }
-        Ok((batch, (versionstamp, overlay.into_keys().collect())))
+        Ok((batch, (versionstamp, overlay.into_keys().collect(), queued)))
     }
 }
 

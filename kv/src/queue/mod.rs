@@ -27,7 +27,7 @@ use crate::{Key, KvError, KvValue};
 use parking_lot::{Condvar, Mutex};
 use record::{message_key, parse_message_key, MessageRecord, QUEUE_PREFIX};
 use stampkv_engine::{WriteBatch, WriteOptions};
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -122,15 +122,17 @@ impl Enqueue {
         payload_size(&self.payload) + 4 * self.backoff_ms.len()
     }
 
-    /// Adds the message to a commit whose sequence number is `sequence`.
-    pub fn write(&self, batch: &mut WriteBatch, now_ms: u64, sequence: u64, index: u32) {
+    /// Adds the message to a commit whose sequence number is `sequence`; returns its key.
+    pub fn write(&self, batch: &mut WriteBatch, now_ms: u64, sequence: u64, index: u32) -> Vec<u8> {
         let record = MessageRecord {
             attempts: 0,
             payload: self.payload.clone(),
             backoff_ms: self.backoff_ms.clone(),
             keys_if_undelivered: self.keys_if_undelivered.clone(),
         };
-        batch.put(&message_key(now_ms.saturating_add(self.delay_ms), sequence, index), &record.encode());
+        let key = message_key(now_ms.saturating_add(self.delay_ms), sequence, index);
+        batch.put(&key, &record.encode());
+        key
     }
 }
 
@@ -189,6 +191,10 @@ struct Lease {
 
 #[derive(Default)]
 struct HubState {
+    /// Keys of the stored messages, in delivery order; `None` until the first listener
+    /// loads it with one scan. Kept in step with every queue commit, under this lock, so
+    /// workers never rescan the queue's key range (which fills with deleted entries).
+    pending: Option<BTreeSet<Vec<u8>>>,
     /// Messages being handled: engine key → lease.
     leases: HashMap<Vec<u8>, Lease>,
     next_token: u64,
@@ -206,7 +212,17 @@ pub(crate) struct QueueHub {
 }
 
 impl QueueHub {
-    /// Wakes the workers: a message may have become available.
+    /// Records committed enqueues and wakes the workers.
+    pub fn enqueued(&self, keys: &[Vec<u8>]) {
+        let mut state = self.state.lock();
+        if let Some(pending) = state.pending.as_mut() {
+            pending.extend(keys.iter().cloned());
+        }
+        state.epoch += 1;
+        self.cv.notify_all();
+    }
+
+    /// Wakes the workers (a listener stopped, or the state changed).
     pub fn notify(&self) {
         self.state.lock().epoch += 1;
         self.cv.notify_all();
@@ -229,11 +245,24 @@ impl QueueHub {
         }
     }
 
-    /// Ends a lease, unless it ran out and the message was leased again meanwhile.
-    fn release(&self, key: &[u8], token: u64) {
+    /// Ends a lease (unless it ran out and the message was leased again meanwhile) and
+    /// records what the handler's outcome did to the stored messages.
+    fn release(&self, key: &[u8], token: u64, outcome: Outcome) {
         let mut state = self.state.lock();
         if state.leases.get(key).is_some_and(|lease| lease.token == token) {
             state.leases.remove(key);
+        }
+        if let Some(pending) = state.pending.as_mut() {
+            match outcome {
+                Outcome::Removed => {
+                    pending.remove(key);
+                }
+                Outcome::Moved(to) => {
+                    pending.remove(key);
+                    pending.insert(to);
+                }
+                Outcome::Unchanged => {}
+            }
         }
         state.epoch += 1;
         self.cv.notify_all();
@@ -262,6 +291,16 @@ impl QueueListener {
             hub.cv.wait(&mut state);
         }
     }
+}
+
+/// What handling a message did to its stored record.
+enum Outcome {
+    /// Deleted (handled, dead-lettered, or already gone).
+    Removed,
+    /// Rescheduled under a new key.
+    Moved(Vec<u8>),
+    /// Nothing could be written (the database closed): it stays queued as it was.
+    Unchanged,
 }
 
 /// Why a queue commit was skipped.
@@ -339,8 +378,8 @@ impl Worker {
             let handler = &self.handler;
             let succeeded = matches!(catch_unwind(AssertUnwindSafe(|| handler(message))), Ok(Ok(())));
             // If the database closed meanwhile the message stays queued for the next open.
-            let _ = if succeeded { self.acknowledge(&key) } else { self.retry_or_dead_letter(&key) };
-            self.kv.inner.queue.release(&key, token);
+            let outcome = if succeeded { self.acknowledge(&key) } else { self.retry_or_dead_letter(&key) };
+            self.kv.inner.queue.release(&key, token, outcome.unwrap_or(Outcome::Unchanged));
         }
     }
 
@@ -356,34 +395,28 @@ impl Worker {
             if state.closed || self.stop.load(Ordering::SeqCst) {
                 return None;
             }
+            if state.pending.is_none() {
+                match self.load_pending() {
+                    Ok(pending) => state.pending = Some(pending),
+                    Err(_) => return None,
+                }
+            }
             let epoch = state.epoch;
-            let now_ms = clock.now_ms();
-            let now = Instant::now();
+            let (now_ms, now) = (clock.now_ms(), Instant::now());
             state.leases.retain(|_, lease| lease.until > now);
-            let mut wake_ms: Option<u64> = None;
-            let mut end = QUEUE_PREFIX.to_vec();
-            end.push(0xFF);
-            for entry in self.kv.inner.db.range(QUEUE_PREFIX.to_vec()..end) {
-                let Ok(entry) = entry else { break };
-                let Some((deadline, _, _)) = parse_message_key(&entry.key) else { continue };
-                if deadline > now_ms {
-                    wake_ms = Some(deadline - now_ms);
-                    break;
-                }
-                if state.leases.contains_key(&entry.key) {
-                    continue;
-                }
-                let Ok(record) = MessageRecord::decode(&entry.value) else { continue };
-                state.next_token += 1;
-                let token = state.next_token;
-                state
-                    .leases
-                    .insert(entry.key.clone(), Lease { token, until: now + self.options.visibility_timeout });
-                return Some((entry.key, token, record));
+            match self.take_due(&mut state, now_ms, now) {
+                Ok(Some(taken)) => return Some(taken),
+                Ok(None) => {}
+                Err(_) => return None,
             }
             let mut wait = self.options.max_idle_wait;
-            if let Some(ms) = wake_ms {
-                wait = wait.min(Duration::from_millis(ms));
+            // Due messages left are all leased: wake for the next future deadline (or a
+            // lease expiry, below), not for them.
+            let next_deadline = state.pending.as_ref().and_then(|pending| {
+                pending.iter().filter_map(|k| parse_message_key(k)).map(|(d, _, _)| d).find(|d| *d > now_ms)
+            });
+            if let Some(deadline) = next_deadline {
+                wait = wait.min(Duration::from_millis(deadline - now_ms));
             }
             if let Some(first_expiry) = state.leases.values().map(|lease| lease.until).min() {
                 wait = wait.min(first_expiry.saturating_duration_since(now));
@@ -394,8 +427,60 @@ impl Worker {
         }
     }
 
+    /// The keys of every stored message (one scan, when the first worker starts).
+    fn load_pending(&self) -> Result<BTreeSet<Vec<u8>>, KvError> {
+        let mut end = QUEUE_PREFIX.to_vec();
+        end.push(0xFF);
+        let mut pending = BTreeSet::new();
+        for entry in self.kv.inner.db.range(QUEUE_PREFIX.to_vec()..end) {
+            let entry = entry?;
+            if parse_message_key(&entry.key).is_some() {
+                pending.insert(entry.key);
+            }
+        }
+        Ok(pending)
+    }
+
+    /// Leases the first due message nobody holds, if any.
+    fn take_due(
+        &self,
+        state: &mut HubState,
+        now_ms: u64,
+        now: Instant,
+    ) -> Result<Option<(Vec<u8>, u64, MessageRecord)>, KvError> {
+        let Some(pending) = state.pending.as_ref() else { return Ok(None) };
+        let mut vanished = Vec::new();
+        let mut chosen = None;
+        for key in pending {
+            let Some((deadline, _, _)) = parse_message_key(key) else { continue };
+            if deadline > now_ms {
+                break;
+            }
+            if state.leases.contains_key(key) {
+                continue;
+            }
+            match self.kv.inner.db.get_entry(key)? {
+                Some(entry) => {
+                    chosen = Some((key.clone(), MessageRecord::decode(&entry.value)?));
+                    break;
+                }
+                None => vanished.push(key.clone()),
+            }
+        }
+        if let Some(pending) = state.pending.as_mut() {
+            for key in &vanished {
+                pending.remove(key);
+            }
+        }
+        let Some((key, record)) = chosen else { return Ok(None) };
+        state.next_token += 1;
+        let token = state.next_token;
+        state.leases.insert(key.clone(), Lease { token, until: now + self.options.visibility_timeout });
+        Ok(Some((key, token, record)))
+    }
+
     /// Deletes a handled message (if it is still stored).
-    fn acknowledge(&self, key: &[u8]) -> Result<(), KvError> {
+    fn acknowledge(&self, key: &[u8]) -> Result<Outcome, KvError> {
         let outcome = self.kv.inner.db.write_with(BOOKKEEPING, |view| {
             if view.get(key)?.is_none() {
                 return Err(Skip::Gone);
@@ -405,40 +490,38 @@ impl Worker {
             Ok((batch, ()))
         });
         match outcome {
-            Ok(_) | Err(Skip::Gone) => Ok(()),
+            Ok(_) | Err(Skip::Gone) => Ok(Outcome::Removed),
             Err(Skip::Failed(e)) => Err(e),
         }
     }
 
     /// Reschedules a failed message, or writes it to its dead-letter keys.
-    fn retry_or_dead_letter(&self, key: &[u8]) -> Result<(), KvError> {
-        let Some((_, sequence, index)) = parse_message_key(key) else { return Ok(()) };
+    fn retry_or_dead_letter(&self, key: &[u8]) -> Result<Outcome, KvError> {
+        let Some((_, sequence, index)) = parse_message_key(key) else { return Ok(Outcome::Removed) };
         let outcome = self.kv.inner.db.write_with(BOOKKEEPING, |view| {
             let Some(entry) = view.get(key)? else { return Err(Skip::Gone) };
             let mut record = MessageRecord::decode(&entry.value).map_err(Skip::Failed)?;
             let mut batch = WriteBatch::new();
             batch.delete(key);
-            let mut dead_letters = Vec::new();
             if record.backoff_ms.is_empty() {
                 let stored = record.payload.encode_stored();
                 for target in &record.keys_if_undelivered {
                     batch.put(target, &stored);
                 }
-                dead_letters = record.keys_if_undelivered;
-            } else {
-                let wait_ms = u64::from(record.backoff_ms.remove(0));
-                record.attempts += 1;
-                let deadline = view.now_ms().saturating_add(wait_ms);
-                batch.put(&message_key(deadline, sequence, index), &record.encode());
+                return Ok((batch, (Outcome::Removed, record.keys_if_undelivered)));
             }
-            Ok((batch, dead_letters))
+            let wait_ms = u64::from(record.backoff_ms.remove(0));
+            record.attempts += 1;
+            let moved = message_key(view.now_ms().saturating_add(wait_ms), sequence, index);
+            batch.put(&moved, &record.encode());
+            Ok((batch, (Outcome::Moved(moved), Vec::new())))
         });
         match outcome {
-            Ok((_, dead_letters)) => {
+            Ok((_, (result, dead_letters))) => {
                 self.kv.inner.watch.notify(&dead_letters);
-                Ok(())
+                Ok(result)
             }
-            Err(Skip::Gone) => Ok(()),
+            Err(Skip::Gone) => Ok(Outcome::Removed),
             Err(Skip::Failed(e)) => Err(e),
         }
     }
