@@ -9,22 +9,28 @@
 #[path = "../tests/support/crash_harness.rs"]
 mod crash_harness;
 
+const USAGE: &str = "usage: crash_torture [--cycles N] [--seed N] [--max-delay-ms N]";
+
 fn main() {
     crash_harness::run_child_if_requested();
     let mut cycles = 100;
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
-        let mut value = || args.next().unwrap_or_else(|| panic!("{flag} needs a value"));
+        let value = args.next().unwrap_or_else(|| fail(&format!("{flag} needs a value")));
+        let number =
+            value.parse::<u64>().unwrap_or_else(|_| fail(&format!("{flag} takes a number, not {value:?}")));
         match flag.as_str() {
-            "--cycles" => cycles = value().parse().expect("--cycles takes a number"),
+            "--cycles" => cycles = number,
             // The harness reads these from its environment (also in its children).
-            "--seed" => std::env::set_var("STAMPKV_CRASH_SEED", value()),
-            "--max-delay-ms" => std::env::set_var("STAMPKV_CRASH_MAX_DELAY_MS", value()),
-            other => {
-                eprintln!("unknown argument {other}; usage: crash_torture [--cycles N] [--seed N] [--max-delay-ms N]");
-                std::process::exit(2);
-            }
+            "--seed" => std::env::set_var("STAMPKV_CRASH_SEED", &value),
+            "--max-delay-ms" => std::env::set_var("STAMPKV_CRASH_MAX_DELAY_MS", &value),
+            other => fail(&format!("unknown argument {other}")),
         }
     }
     crash_harness::parent_with(cycles);
+}
+
+fn fail(message: &str) -> ! {
+    eprintln!("{message}\n{USAGE}");
+    std::process::exit(2);
 }

@@ -19,8 +19,16 @@ pub const WRITE_VERSION: u32 = 15;
 pub const MIN_READ_VERSION: u32 = 13;
 /// The newest format version [`deserialize`] reads (what Deno 2.9.6 writes).
 pub const MAX_READ_VERSION: u32 = 16;
-/// How deeply values may nest (arrays, objects, Maps, Sets), both ways.
+/// How deeply containers (arrays, objects, Maps, Sets) may nest, both ways: a value of
+/// `MAX_DEPTH` nested containers is written and read; one more is refused. Leaves, object
+/// keys and a `RegExp`'s source do not count.
 pub const MAX_DEPTH: usize = 256;
+
+/// How deeply [`deserialize`] may recurse: containers plus the items inside the innermost
+/// one (a leaf, a `RegExp` and its source) and some slack. It only bounds the stack against
+/// chains that are not containers (an Error's `cause`, `?` object-count prefixes); the
+/// nesting rule itself is [`MAX_DEPTH`].
+const MAX_READ_RECURSION: usize = MAX_DEPTH + 16;
 
 // Serialization tags (V8's `SerializationTag`).
 const TAG_VERSION: u8 = 0xFF;
@@ -505,11 +513,20 @@ pub fn deserialize(bytes: &[u8]) -> Result<Value, ValueError> {
 }
 
 /// What the object table knows about an object id.
+/// A decoded object that a later reference (`^id`) copies.
+struct SharedCopy {
+    value: Value,
+    /// Its [`weight`], charged to the copy budget at every copy.
+    weight: usize,
+    /// Its [`container_depth`]: a copy placed `n` containers deep nests `n + depth` deep.
+    depth: usize,
+}
+
 enum Slot {
     /// Being decoded: a reference to it is a cycle.
     Pending,
     /// Decoded; the copy is kept only in pass 2 and only for referenced objects.
-    Done(Option<(Value, usize)>),
+    Done(Option<SharedCopy>),
     /// An ArrayBuffer: where its bytes are (`len` is `usize::MAX` for a transferred or shared
     /// buffer, whose size is unknown), whether it is a plain one (on which a `Uint8Array` is
     /// representable) and whether it is resizable.
@@ -528,7 +545,10 @@ struct Reader<'a> {
     data: &'a [u8],
     pos: usize,
     version: u32,
-    depth: usize,
+    /// `read_value` frames on the stack (bounded by [`MAX_READ_RECURSION`]).
+    recursion: usize,
+    /// Containers being read around the current position (bounded by [`MAX_DEPTH`]).
+    containers: usize,
     objects: Vec<Slot>,
     /// Pass 1: which ids are referenced. Pass 2: the same, given.
     referenced: Vec<bool>,
@@ -546,7 +566,8 @@ impl<'a> Reader<'a> {
             data,
             pos: 0,
             version: 0,
-            depth: 0,
+            recursion: 0,
+            containers: 0,
             objects: Vec::new(),
             referenced: referenced.unwrap_or_default(),
             resolve_references,
@@ -699,7 +720,7 @@ impl<'a> Reader<'a> {
         let copy = if self.is_referenced(id) {
             let weight = weight(value);
             self.add_copy_weight(weight)?;
-            Some((value.clone(), weight))
+            Some(SharedCopy { value: value.clone(), weight, depth: container_depth(value) })
         } else {
             None
         };
@@ -719,9 +740,9 @@ impl<'a> Reader<'a> {
 
     /// V8's `ReadObject`: one item, and the view that may follow an ArrayBuffer.
     fn read_value(&mut self) -> ReadResult<Value> {
-        self.depth += 1;
-        if self.depth > MAX_DEPTH {
-            return Err(ValueError::Unrepresentable(format!("values nested deeper than {MAX_DEPTH} levels")));
+        self.recursion += 1;
+        if self.recursion > MAX_READ_RECURSION {
+            return Err(too_deep());
         }
         let value = match self.read_item()? {
             Item::Value(value) => value,
@@ -735,8 +756,21 @@ impl<'a> Reader<'a> {
                 }
             }
         };
-        self.depth -= 1;
+        self.recursion -= 1;
         Ok(value)
+    }
+
+    /// Starts reading a container (array, object, Map, Set).
+    fn enter_container(&mut self) -> ReadResult<()> {
+        self.containers += 1;
+        if self.containers > MAX_DEPTH {
+            return Err(too_deep());
+        }
+        Ok(())
+    }
+
+    fn leave_container(&mut self) {
+        self.containers -= 1;
     }
 
     /// V8's `ReadObjectInternal`.
@@ -871,8 +905,12 @@ impl<'a> Reader<'a> {
                     return Ok(Item::Value(Value::Undefined));
                 }
                 match copy {
-                    Some((value, weight)) => {
-                        let (value, weight) = (value.clone(), *weight);
+                    Some(copy) => {
+                        // The copy nests as deep as where it is placed plus its own depth.
+                        if self.containers + copy.depth > MAX_DEPTH {
+                            return Err(too_deep());
+                        }
+                        let (value, weight) = (copy.value.clone(), copy.weight);
                         self.add_copy_weight(weight)?;
                         Ok(Item::Value(value))
                     }
@@ -972,7 +1010,9 @@ impl<'a> Reader<'a> {
 
     fn read_object(&mut self) -> ReadResult<Value> {
         let id = self.new_id(Slot::Pending);
+        self.enter_container()?;
         let value = Value::Object(self.read_properties(TAG_END_JS_OBJECT)?);
+        self.leave_container();
         self.finish_object(id, &value)?;
         Ok(value)
     }
@@ -995,6 +1035,7 @@ impl<'a> Reader<'a> {
             return self.malformed(offset, format!("array length {length} exceeds the bytes left"));
         }
         let id = self.new_id(Slot::Pending);
+        self.enter_container()?;
         let mut items = Vec::with_capacity(length as usize);
         for _ in 0..length {
             if self.peek_tag() == Some(TAG_THE_HOLE) {
@@ -1006,6 +1047,7 @@ impl<'a> Reader<'a> {
             }
         }
         let properties = self.read_properties(TAG_END_DENSE_JS_ARRAY)?;
+        self.leave_container();
         if !properties.is_empty() {
             self.unrepresentable("an array with named properties");
         }
@@ -1018,7 +1060,9 @@ impl<'a> Reader<'a> {
     fn read_sparse_array(&mut self) -> ReadResult<Value> {
         let length = self.varint_u32()?;
         let id = self.new_id(Slot::Pending);
+        self.enter_container()?;
         let properties = self.read_properties(TAG_END_SPARSE_JS_ARRAY)?;
+        self.leave_container();
         self.array_end(length)?;
         // Representable only if the properties are exactly the indices 0..length.
         let mut elements: Vec<(u64, Value)> = Vec::with_capacity(properties.len());
@@ -1059,12 +1103,14 @@ impl<'a> Reader<'a> {
 
     fn read_map(&mut self) -> ReadResult<Value> {
         let id = self.new_id(Slot::Pending);
+        self.enter_container()?;
         let mut entries = Vec::new();
         loop {
             match self.peek_tag() {
                 None => return self.malformed(self.data.len(), "unexpected end of data"),
                 Some(TAG_END_JS_MAP) => {
                     self.consume_tag();
+                    self.leave_container();
                     break;
                 }
                 Some(_) => {}
@@ -1086,12 +1132,14 @@ impl<'a> Reader<'a> {
 
     fn read_set(&mut self) -> ReadResult<Value> {
         let id = self.new_id(Slot::Pending);
+        self.enter_container()?;
         let mut items = Vec::new();
         loop {
             match self.peek_tag() {
                 None => return self.malformed(self.data.len(), "unexpected end of data"),
                 Some(TAG_END_JS_SET) => {
                     self.consume_tag();
+                    self.leave_container();
                     break;
                 }
                 Some(_) => {}
@@ -1171,6 +1219,22 @@ impl<'a> Reader<'a> {
         }
         self.unrepresentable("an Error object");
         Ok(Value::Undefined)
+    }
+}
+
+fn too_deep() -> ValueError {
+    ValueError::Unrepresentable(format!("values nested deeper than {MAX_DEPTH} levels"))
+}
+
+/// How many containers (arrays, objects, Maps, Sets) nest in `value`, counted the way
+/// [`MAX_DEPTH`] counts them.
+fn container_depth(value: &Value) -> usize {
+    let deepest = |items: &mut dyn Iterator<Item = &Value>| items.map(container_depth).max().unwrap_or(0);
+    match value {
+        Value::Array(items) | Value::Set(items) => 1 + deepest(&mut items.iter()),
+        Value::Object(properties) => 1 + deepest(&mut properties.iter().map(|(_, v)| v)),
+        Value::Map(entries) => 1 + deepest(&mut entries.iter().flat_map(|(k, v)| [k, v])),
+        _ => 0,
     }
 }
 
@@ -1276,5 +1340,58 @@ mod tests {
         assert!(time_clip(8.64e15 + 1.0).is_nan());
         assert_eq!(time_clip(-8.64e15), -8.64e15);
         assert!(time_clip(f64::INFINITY).is_nan());
+    }
+
+    /// `[[...[1]...]]` with `levels` arrays, as V8 writes it (version 15).
+    fn nested_arrays(levels: usize) -> Vec<u8> {
+        let mut bytes = vec![0xFF, 0x0F];
+        bytes.extend(std::iter::repeat_n([TAG_BEGIN_DENSE_JS_ARRAY, 1], levels).flatten());
+        bytes.extend_from_slice(&[TAG_INT32, 2]);
+        bytes.extend(std::iter::repeat_n([TAG_END_DENSE_JS_ARRAY, 0, 1], levels).flatten());
+        bytes
+    }
+
+    #[test]
+    fn writer_and_reader_agree_on_the_depth_limit() {
+        let mut value = Value::Number(1.0);
+        for _ in 0..MAX_DEPTH {
+            value = Value::Array(vec![value]);
+        }
+        let bytes = serialize(&value).expect("MAX_DEPTH containers are written");
+        assert_eq!(bytes, nested_arrays(MAX_DEPTH));
+        assert_eq!(deserialize(&bytes).expect("and read"), value);
+        assert!(matches!(serialize(&Value::Array(vec![value])), Err(ValueError::NotAllowed(_))));
+        assert!(matches!(deserialize(&nested_arrays(MAX_DEPTH + 1)), Err(ValueError::Unrepresentable(_))));
+    }
+
+    #[test]
+    fn copies_of_shared_objects_count_their_depth() {
+        // `[[[]], [^2]]`: the copy of object 2 (`[]`) lands 2 containers deep plus its own 1.
+        let shared = hex("FF 0F 41 02 41 01 41 00 24 00 00 24 00 01 41 01 5E 02 24 00 01 24 00 02");
+        let expected = Value::Array(vec![
+            Value::Array(vec![Value::Array(vec![])]),
+            Value::Array(vec![Value::Array(vec![])]),
+        ]);
+        assert_eq!(deserialize(&shared).expect("a shallow shared reference"), expected);
+        // The same shape with the shared array MAX_DEPTH - 1 deep inside the outer one: the
+        // original fits, the copy (one level deeper) does not.
+        let mut deep = Value::Array(vec![]);
+        for _ in 0..MAX_DEPTH - 2 {
+            deep = Value::Array(vec![deep]);
+        }
+        let placeholder = Value::Array(vec![Value::String("@@".into())]);
+        let bytes = serialize(&Value::Array(vec![deep, placeholder])).expect("MAX_DEPTH containers");
+        let at = bytes.windows(3).position(|w| w == b"\"\x02@").expect("placeholder");
+        let with_reference = [&bytes[..at], &[TAG_OBJECT_REFERENCE, 1], &bytes[at + 4..]].concat();
+        assert!(matches!(deserialize(&with_reference), Err(ValueError::Unrepresentable(_))));
+    }
+
+    #[test]
+    fn chains_that_are_not_containers_are_bounded() {
+        // Object-count prefixes (`?`) do not nest containers but do recurse.
+        let mut bytes = vec![0xFF, 0x0F];
+        bytes.extend(std::iter::repeat_n([TAG_VERIFY_OBJECT_COUNT, 0], 100_000).flatten());
+        bytes.push(TAG_NULL);
+        assert!(matches!(deserialize(&bytes), Err(ValueError::Unrepresentable(_))));
     }
 }

@@ -1,0 +1,49 @@
+//! The logic of stampkv's fuzz targets.
+//!
+//! Each `pub fn <target>(data: &[u8])` runs one target on one input and **panics on any
+//! property violation** (never on an expected error). cargo-fuzz runs them under libFuzzer
+//! (`fuzz/fuzz_targets/<target>.rs`, nightly); `tests/corpus.rs` runs every committed
+//! input of `fuzz/corpus/<target>/` through them on the stable toolchain, so the seeds and
+//! regression inputs are checked by `cargo test --workspace`.
+//!
+//! | target | input | properties |
+//! |---|---|---|
+//! | [`key_codec`] | raw key bytes, and two structured keys | decode never panics and accepts only canonical encodings; decode(encode(k)) == k; key order == byte order of encodings |
+//! | [`value_codec`] | raw V8 / stored-value bytes, and a structured `Value` | deserialize never panics; whatever it accepts serializes again and reads back as the same value (a fixpoint); `decode_stored`/`encode_stored` round trip; structured values round trip |
+//! | [`wal_recover`] | raw segment bytes, or records + damage | the reader never panics in any mode; on damaged logs it returns a prefix (or, salvaging, a subsequence) of the records written, never a record that was not written |
+//! | [`sstable_read`] | raw table bytes, or entries + damage | no panic; a damaged table reads as an error or exactly the original data; with checksums recomputed over damage, block decoders still never panic |
+//! | [`engine_model`] | an operation sequence | `Db` equals a `BTreeMap` model after every read, snapshots included; after a crash it equals the model after a prefix of the commits that contains every synced one |
+//! | [`kv_model`] | an operation sequence | `Kv` equals a model of the Deno KV contract: values, versionstamps, checks, sum/min/max, expiry, list order and cursor paging, enqueues, reopen and crash |
+//!
+//! The seed inputs committed in `fuzz/corpus/` are written by [`seeds::all`] (run
+//! `cargo run -p stampkv-fuzz-harness --example write_seeds`).
+
+mod engine_model;
+mod key_codec;
+mod kv_model;
+pub mod seeds;
+mod sstable_read;
+mod util;
+mod value_codec;
+mod wal_recover;
+
+pub use engine_model::engine_model;
+pub use key_codec::key_codec;
+pub use kv_model::kv_model;
+pub use sstable_read::sstable_read;
+pub use value_codec::value_codec;
+pub use wal_recover::wal_recover;
+
+/// A target: its name (of `fuzz/fuzz_targets/<name>.rs` and `fuzz/corpus/<name>/`) and
+/// its function.
+pub type Target = (&'static str, fn(&[u8]));
+
+/// Every target.
+pub const TARGETS: [Target; 6] = [
+    ("key_codec", key_codec),
+    ("value_codec", value_codec),
+    ("wal_recover", wal_recover),
+    ("sstable_read", sstable_read),
+    ("engine_model", engine_model),
+    ("kv_model", kv_model),
+];
