@@ -473,8 +473,8 @@ impl<'de> de::Deserializer<'de> for Value {
             Value::String(s) => visitor.visit_string(s),
             Value::Bytes(b) => visitor.visit_byte_buf(b),
             Value::Array(items) | Value::Set(items) => visit_seq(items, visitor),
-            Value::Object(properties) => visitor.visit_map(ObjectAccess::new(properties)),
-            Value::Map(entries) => visitor.visit_map(MapAccess::new(entries)),
+            Value::Object(properties) => visitor.visit_map(EntryAccess::new(properties)),
+            Value::Map(entries) => visitor.visit_map(EntryAccess::new(entries)),
             Value::Date(ms) => visitor.visit_f64(ms),
             value @ Value::RegExp { .. } => Err(invalid_type(&value, &"a value other than a RegExp")),
             Value::U64(n) => visitor.visit_u64(n),
@@ -592,8 +592,8 @@ impl<'de> de::Deserializer<'de> for Value {
 
     fn deserialize_map<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, ValueError> {
         match self {
-            Value::Object(properties) => visitor.visit_map(ObjectAccess::new(properties)),
-            Value::Map(entries) => visitor.visit_map(MapAccess::new(entries)),
+            Value::Object(properties) => visitor.visit_map(EntryAccess::new(properties)),
+            Value::Map(entries) => visitor.visit_map(EntryAccess::new(entries)),
             other => Err(invalid_type(&other, &visitor)),
         }
     }
@@ -672,65 +672,52 @@ impl<'de> de::SeqAccess<'de> for SeqAccess {
     }
 }
 
-/// Properties of an object; keys are read with [`KeyDeserializer`].
-struct ObjectAccess {
-    properties: std::vec::IntoIter<(String, Value)>,
+/// How the key of an [`EntryAccess`] entry is deserialized.
+trait EntryKey {
+    /// The deserializer for one key.
+    type Deserializer: for<'de> de::Deserializer<'de, Error = ValueError>;
+    fn into_deserializer(self) -> Self::Deserializer;
+}
+
+/// An object's property names, read with [`KeyDeserializer`].
+impl EntryKey for String {
+    type Deserializer = KeyDeserializer;
+    fn into_deserializer(self) -> KeyDeserializer {
+        KeyDeserializer(self)
+    }
+}
+
+/// A `Map`'s keys, which are any values.
+impl EntryKey for Value {
+    type Deserializer = Value;
+    fn into_deserializer(self) -> Value {
+        self
+    }
+}
+
+/// The entries of an object (`K = String`) or of a `Map` (`K = Value`).
+struct EntryAccess<K> {
+    entries: std::vec::IntoIter<(K, Value)>,
+    /// The value of the entry whose key was just read.
     value: Option<Value>,
 }
 
-impl ObjectAccess {
-    fn new(properties: Vec<(String, Value)>) -> Self {
-        ObjectAccess { properties: properties.into_iter(), value: None }
+impl<K> EntryAccess<K> {
+    fn new(entries: Vec<(K, Value)>) -> Self {
+        EntryAccess { entries: entries.into_iter(), value: None }
     }
 }
 
-impl<'de> de::MapAccess<'de> for ObjectAccess {
+impl<'de, K: EntryKey> de::MapAccess<'de> for EntryAccess<K> {
     type Error = ValueError;
-    fn next_key_seed<K: de::DeserializeSeed<'de>>(
+    fn next_key_seed<S: de::DeserializeSeed<'de>>(
         &mut self,
-        seed: K,
-    ) -> Result<Option<K::Value>, ValueError> {
-        match self.properties.next() {
-            Some((key, value)) => {
-                self.value = Some(value);
-                seed.deserialize(KeyDeserializer(key)).map(Some)
-            }
-            None => Ok(None),
-        }
-    }
-    fn next_value_seed<V: de::DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, ValueError> {
-        match self.value.take() {
-            Some(value) => seed.deserialize(value),
-            None => Err(ValueError::Serde("next_value called before next_key".into())),
-        }
-    }
-    fn size_hint(&self) -> Option<usize> {
-        Some(self.properties.len())
-    }
-}
-
-/// Entries of a `Map`; keys are any values.
-struct MapAccess {
-    entries: std::vec::IntoIter<(Value, Value)>,
-    value: Option<Value>,
-}
-
-impl MapAccess {
-    fn new(entries: Vec<(Value, Value)>) -> Self {
-        MapAccess { entries: entries.into_iter(), value: None }
-    }
-}
-
-impl<'de> de::MapAccess<'de> for MapAccess {
-    type Error = ValueError;
-    fn next_key_seed<K: de::DeserializeSeed<'de>>(
-        &mut self,
-        seed: K,
-    ) -> Result<Option<K::Value>, ValueError> {
+        seed: S,
+    ) -> Result<Option<S::Value>, ValueError> {
         match self.entries.next() {
             Some((key, value)) => {
                 self.value = Some(value);
-                seed.deserialize(key).map(Some)
+                seed.deserialize(key.into_deserializer()).map(Some)
             }
             None => Ok(None),
         }
