@@ -4,10 +4,12 @@
 //! `STAMPKV_BENCH_N` for another size). Each measurement runs a whole workload, so the
 //! reported throughput (elements/s) is directly comparable between the two engines.
 
+mod common;
+
 #[path = "../peers/fjall_peer.rs"]
 mod fjall_peer;
 
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, SamplingMode, Throughput};
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use stampkv_benches::{fill, fill_sync, read, read_seq, shuffled, value_pool, BenchEngine, StampkvEngine};
 use std::path::Path;
 use std::sync::Arc;
@@ -26,15 +28,16 @@ fn open(engine: &str, dir: &Path) -> Arc<dyn BenchEngine> {
     }
 }
 
+/// Warm-up and measurement time of every group.
+const WARM_UP: Duration = Duration::from_millis(1);
+const MEASUREMENT: Duration = Duration::from_secs(20);
+
 fn configure<'a>(
     c: &'a mut Criterion,
     name: &str,
     elements: u64,
 ) -> criterion::BenchmarkGroup<'a, criterion::measurement::WallTime> {
-    let mut group = c.benchmark_group(name);
-    group.sample_size(10).sampling_mode(SamplingMode::Flat).warm_up_time(Duration::from_millis(1));
-    group.measurement_time(Duration::from_secs(20)).throughput(Throughput::Elements(elements));
-    group
+    common::configure(c, name, elements, WARM_UP, MEASUREMENT)
 }
 
 /// fillseq, fillrandom and overwrite: every measured iteration fills a fresh database.

@@ -6,10 +6,12 @@
 //! `STAMPKV_KV_BENCH_N` for another size). Throughput is in elements: commits, reads, keys
 //! listed, sums.
 
+mod common;
+
 #[path = "../peers/denokv_peer.rs"]
 mod denokv_peer;
 
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, SamplingMode, Throughput};
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use denokv_peer::{check_key_encodings, open_kv, KvBench};
 use stampkv_benches::{value, value_pool, Rng};
 use std::sync::Arc;
@@ -24,15 +26,16 @@ fn entries() -> u64 {
     std::env::var("STAMPKV_KV_BENCH_N").ok().and_then(|v| v.parse().ok()).unwrap_or(100_000)
 }
 
+/// Warm-up and measurement time of every group.
+const WARM_UP: Duration = Duration::from_millis(500);
+const MEASUREMENT: Duration = Duration::from_secs(5);
+
 fn configure<'a>(
     c: &'a mut Criterion,
     name: &str,
     elements: u64,
 ) -> criterion::BenchmarkGroup<'a, criterion::measurement::WallTime> {
-    let mut group = c.benchmark_group(name);
-    group.sample_size(10).sampling_mode(SamplingMode::Flat).warm_up_time(Duration::from_millis(500));
-    group.measurement_time(Duration::from_secs(5)).throughput(Throughput::Elements(elements));
-    group
+    common::configure(c, name, elements, WARM_UP, MEASUREMENT)
 }
 
 /// Durable check(absent) + set commits of new keys, from 1 and from 8 clients.

@@ -9,11 +9,13 @@
 //!   1000 per atomic commit into a fresh database, then delivered to a listener whose
 //!   handler only counts, until all are acknowledged and the database is closed.
 
+mod common;
+
 #[allow(dead_code)]
 #[path = "../examples/queue_bench.rs"]
 mod queue_bench;
 
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, SamplingMode, Throughput};
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use queue_bench::{check_drained, open_queue, BATCH, CLIENTS};
 use std::time::{Duration, Instant};
 
@@ -25,15 +27,16 @@ fn messages() -> u64 {
     std::env::var("STAMPKV_QUEUE_BENCH_N").ok().and_then(|v| v.parse().ok()).unwrap_or(3000)
 }
 
+/// Warm-up and measurement time of every group.
+const WARM_UP: Duration = Duration::from_millis(500);
+const MEASUREMENT: Duration = Duration::from_secs(5);
+
 fn configure<'a>(
     c: &'a mut Criterion,
     name: &str,
     elements: u64,
 ) -> criterion::BenchmarkGroup<'a, criterion::measurement::WallTime> {
-    let mut group = c.benchmark_group(name);
-    group.sample_size(10).sampling_mode(SamplingMode::Flat).warm_up_time(Duration::from_millis(500));
-    group.measurement_time(Duration::from_secs(5)).throughput(Throughput::Elements(elements));
-    group
+    common::configure(c, name, elements, WARM_UP, MEASUREMENT)
 }
 
 /// Durable single-message enqueues from 1 and from 8 clients.

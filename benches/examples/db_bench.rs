@@ -14,11 +14,11 @@
 #[path = "../peers/fjall_peer.rs"]
 mod fjall_peer;
 
+use stampkv_benches::report::{median, ChildReports};
 use stampkv_benches::{
     dir_bytes, fill, fill_sync, peak_rss_bytes, read, read_seq, shuffled, value_pool, BenchEngine,
     StampkvEngine, KEY_BYTES, VALUE_BYTES,
 };
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
@@ -106,11 +106,6 @@ fn child(engine: &str, args: &Args) {
     println!("INFO peak_rss_mib {:.0}", peak_rss_bytes().unwrap_or(0) as f64 / (1 << 20) as f64);
 }
 
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
-
 fn main() {
     let args = parse_args();
     if let Some(engine) = &args.child {
@@ -118,8 +113,7 @@ fn main() {
         return;
     }
     let exe = std::env::current_exe().expect("current exe");
-    let mut results: BTreeMap<(String, String), Vec<f64>> = BTreeMap::new();
-    let mut infos: BTreeMap<(String, String), String> = BTreeMap::new();
+    let mut reports = ChildReports::default();
     for run in 0..args.runs {
         for engine in &args.engines {
             eprintln!("run {} of {}: {engine}", run + 1, args.runs);
@@ -135,19 +129,7 @@ fn main() {
                 .output()
                 .expect("run child");
             assert!(output.status.success(), "{engine} failed: {}", String::from_utf8_lossy(&output.stderr));
-            for line in String::from_utf8_lossy(&output.stdout).lines() {
-                let mut parts = line.splitn(3, ' ');
-                match (parts.next(), parts.next(), parts.next()) {
-                    (Some("RESULT"), Some(name), Some(value)) => results
-                        .entry((engine.clone(), name.to_owned()))
-                        .or_default()
-                        .push(value.parse().expect("number")),
-                    (Some("INFO"), Some(name), Some(value)) => {
-                        infos.insert((engine.clone(), name.to_owned()), value.to_owned());
-                    }
-                    _ => {}
-                }
-            }
+            reports.add_output(engine, &output.stdout);
         }
     }
     println!(
@@ -163,7 +145,7 @@ fn main() {
         print!("{workload:<12}");
         let mut medians = Vec::new();
         for engine in &args.engines {
-            let m = results.get_mut(&(engine.clone(), workload.to_owned())).map_or(0.0, |v| median(v));
+            let m = median(&mut reports.take(engine, workload)[0]);
             medians.push(m);
             print!("{m:>12.0}/s");
         }
@@ -172,7 +154,5 @@ fn main() {
         }
         println!();
     }
-    for ((engine, name), value) in &infos {
-        println!("{engine} {name}: {value}");
-    }
+    reports.print_infos();
 }

@@ -24,11 +24,12 @@
 mod denokv_peer;
 
 use denokv_peer::{check_key_encodings, open_kv};
+use stampkv_benches::report::{emit, loadavg, median, rate_text, ChildReports, Sample};
 use stampkv_benches::{dir_bytes, peak_rss_bytes, shuffled, value, value_pool};
 use std::collections::BTreeMap;
 use std::process::Command;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 const WORKLOADS: [&str; 6] = ["commit_1", "commit_8", "get_unflushed", "get", "list", "sum"];
 const LIST_BATCH: usize = 1000;
@@ -73,20 +74,6 @@ fn parse_args() -> Args {
     args
 }
 
-/// One workload's outcome: operations (or keys, for lists) per second, and per-operation
-/// latency percentiles in microseconds.
-struct Sample {
-    rate: f64,
-    p50_us: f64,
-    p99_us: f64,
-}
-
-fn sample(units: u64, elapsed: Duration, mut latencies: Vec<Duration>) -> Sample {
-    latencies.sort_unstable();
-    let at = |q: usize| latencies.get(latencies.len() * q / 100).map_or(0.0, |d| d.as_secs_f64() * 1e6);
-    Sample { rate: units as f64 / elapsed.as_secs_f64(), p50_us: at(50), p99_us: at(99) }
-}
-
 /// Runs `op` for each of `items`, timing each call; `units` is what the rate counts.
 fn timed<T: Copy>(items: &[T], mut op: impl FnMut(T) -> u64) -> Sample {
     let mut latencies = Vec::with_capacity(items.len());
@@ -97,11 +84,7 @@ fn timed<T: Copy>(items: &[T], mut op: impl FnMut(T) -> u64) -> Sample {
         units += op(item);
         latencies.push(t.elapsed());
     }
-    sample(units, start.elapsed(), latencies)
-}
-
-fn emit(name: &str, s: &Sample) {
-    println!("RESULT {name} {} {} {}", s.rate, s.p50_us, s.p99_us);
+    Sample::new(units, start.elapsed(), latencies)
 }
 
 /// Runs every workload on one engine; prints `RESULT name rate p50 p99` and `INFO` lines.
@@ -125,7 +108,7 @@ fn child(engine: &str, args: &Args) {
     let db = open_kv(engine, &root.path().join("commit8"));
     let start = Instant::now();
     let latencies = db.commit_new_concurrent(0, commits, 8, &pool);
-    emit("commit_8", &sample(commits, start.elapsed(), latencies));
+    emit("commit_8", &Sample::new(commits, start.elapsed(), latencies));
     db.close();
 
     let dir = root.path().join("data");
@@ -167,20 +150,6 @@ fn child(engine: &str, args: &Args) {
     println!("INFO peak_rss_mib {:.1}", peak_rss_bytes().unwrap_or(0) as f64 / (1 << 20) as f64);
 }
 
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
-
-fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .unwrap_or_default()
-        .split_whitespace()
-        .take(3)
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
 /// Versions of the peer crates, from the workspace's Cargo.lock.
 fn peer_versions() -> String {
     let lock =
@@ -201,14 +170,6 @@ fn peer_versions() -> String {
     )
 }
 
-fn rate_text(rate: f64) -> String {
-    if rate >= 10_000_000.0 {
-        format!("{:.2} M/s", rate / 1e6)
-    } else {
-        format!("{rate:.0}/s")
-    }
-}
-
 fn main() {
     let args = parse_args();
     if let Some(engine) = &args.child {
@@ -216,9 +177,7 @@ fn main() {
         return;
     }
     let exe = std::env::current_exe().expect("current exe");
-    // (engine, workload) -> [rate, p50, p99] per run.
-    let mut results: BTreeMap<(String, String), [Vec<f64>; 3]> = BTreeMap::new();
-    let mut infos: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
+    let mut reports = ChildReports::default();
     let load_before = loadavg();
     for run in 0..args.runs {
         for engine in &args.engines {
@@ -239,21 +198,7 @@ fn main() {
             }
             let output = command.output().expect("run child");
             assert!(output.status.success(), "{engine} failed: {}", String::from_utf8_lossy(&output.stderr));
-            for line in String::from_utf8_lossy(&output.stdout).lines() {
-                let mut parts = line.splitn(3, ' ');
-                match (parts.next(), parts.next(), parts.next()) {
-                    (Some("RESULT"), Some(name), Some(values)) => {
-                        let slot = results.entry((engine.clone(), name.to_owned())).or_default();
-                        for (column, v) in slot.iter_mut().zip(values.split(' ')) {
-                            column.push(v.parse().expect("number"));
-                        }
-                    }
-                    (Some("INFO"), Some(name), Some(value)) => {
-                        infos.entry((engine.clone(), name.to_owned())).or_default().push(value.to_owned());
-                    }
-                    _ => {}
-                }
-            }
+            reports.add_output(engine, &output.stdout);
         }
     }
     println!(
@@ -282,7 +227,7 @@ fn main() {
         let mut rates = Vec::new();
         let mut latencies = Vec::new();
         for engine in &args.engines {
-            let [rate, p50, p99] = results.remove(&(engine.clone(), workload.to_owned())).unwrap_or_default();
+            let [rate, p50, p99] = reports.take(engine, workload);
             let (mut rate, mut p50, mut p99) = (rate, p50, p99);
             if rate.is_empty() {
                 rates.push(0.0);
@@ -321,7 +266,5 @@ fn main() {
             }
         }
     }
-    for ((engine, name), values) in &infos {
-        println!("{engine} {name}: {}", values.join(" | "));
-    }
+    reports.print_infos();
 }

@@ -43,6 +43,7 @@ use denokv_sqlite::{Sqlite, SqliteConfig, SqliteNotifier};
 use rand::{rngs::StdRng, RngCore, SeedableRng};
 use stampkv::{EnqueueOptions, Kv, KvOptions, KvValue, ListenOptions};
 use stampkv_benches::peak_rss_bytes;
+use stampkv_benches::report::{emit, loadavg, median, rate_text, ChildReports, Sample};
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -374,23 +375,6 @@ fn parse_args() -> Args {
     args
 }
 
-/// One workload's outcome: messages per second, and latency percentiles in microseconds.
-struct Sample {
-    rate: f64,
-    p50_us: f64,
-    p99_us: f64,
-}
-
-fn sample(units: u64, elapsed: Duration, mut latencies: Vec<Duration>) -> Sample {
-    latencies.sort_unstable();
-    let at = |q: usize| latencies.get(latencies.len() * q / 100).map_or(0.0, |d| d.as_secs_f64() * 1e6);
-    Sample { rate: units as f64 / elapsed.as_secs_f64(), p50_us: at(50), p99_us: at(99) }
-}
-
-fn emit(name: &str, s: &Sample) {
-    println!("RESULT {name} {} {} {}", s.rate, s.p50_us, s.p99_us);
-}
-
 /// Runs every workload on one engine (in this child process); prints `RESULT name rate p50
 /// p99` and `INFO name value` lines.
 fn child(engine: &str, messages: u64, enqueues: u64) {
@@ -405,7 +389,7 @@ fn child(engine: &str, messages: u64, enqueues: u64) {
         db.enqueue(i);
         latencies.push(t.elapsed());
     }
-    emit("enqueue_1", &sample(enqueues, start.elapsed(), latencies));
+    emit("enqueue_1", &Sample::new(enqueues, start.elapsed(), latencies));
     db.close();
 
     let dir = root.path().join("enqueue8");
@@ -413,10 +397,10 @@ fn child(engine: &str, messages: u64, enqueues: u64) {
     let start = Instant::now();
     let latencies = db.enqueue_concurrent(0, enqueues, CLIENTS);
     let enqueue_time = start.elapsed();
-    emit("enqueue_8", &sample(enqueues, enqueue_time, latencies));
+    emit("enqueue_8", &Sample::new(enqueues, enqueue_time, latencies));
     let deliver_time = db.deliver_and_close(enqueues);
-    emit("deliver_single", &sample(enqueues, deliver_time, Vec::new()));
-    emit("enq8+deliver", &sample(enqueues, enqueue_time + deliver_time, Vec::new()));
+    emit("deliver_single", &Sample::new(enqueues, deliver_time, Vec::new()));
+    emit("enq8+deliver", &Sample::new(enqueues, enqueue_time + deliver_time, Vec::new()));
     println!("INFO requeued_left {}", check_drained(engine, &dir));
 
     let dir = root.path().join("batch");
@@ -429,10 +413,10 @@ fn child(engine: &str, messages: u64, enqueues: u64) {
         latencies.push(t.elapsed());
     }
     let enqueue_time = start.elapsed();
-    emit("enqueue_batch", &sample(messages, enqueue_time, latencies));
+    emit("enqueue_batch", &Sample::new(messages, enqueue_time, latencies));
     let deliver_time = db.deliver_and_close(messages);
-    emit("deliver", &sample(messages, deliver_time, Vec::new()));
-    emit("enqueue+deliver", &sample(messages, enqueue_time + deliver_time, Vec::new()));
+    emit("deliver", &Sample::new(messages, deliver_time, Vec::new()));
+    emit("enqueue+deliver", &Sample::new(messages, enqueue_time + deliver_time, Vec::new()));
     println!(
         "INFO times enqueue {:.2} s + deliver {:.2} s for {messages}",
         enqueue_time.as_secs_f64(),
@@ -465,28 +449,6 @@ fn deno_version(deno: &Path) -> String {
         .unwrap_or_else(|| "?".into())
 }
 
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
-
-fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .unwrap_or_default()
-        .split_whitespace()
-        .take(3)
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
-fn rate_text(rate: f64) -> String {
-    if rate >= 10_000_000.0 {
-        format!("{:.2} M/s", rate / 1e6)
-    } else {
-        format!("{rate:.0}/s")
-    }
-}
-
 fn main() {
     let args = parse_args();
     if let Some(engine) = &args.child {
@@ -496,9 +458,7 @@ fn main() {
     let exe = std::env::current_exe().expect("current exe");
     let deno = find_deno();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("deno/queue_bench.ts");
-    // (engine, workload) -> [rate, p50, p99] per run.
-    let mut results: BTreeMap<(String, String), [Vec<f64>; 3]> = BTreeMap::new();
-    let mut infos: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
+    let mut reports = ChildReports::default();
     let load_before = loadavg();
     for run in 0..args.runs {
         for engine in &args.engines {
@@ -534,24 +494,10 @@ fn main() {
                 // Deno's local queue is denokv_sqlite's: the same tables.
                 for db in ["enqueue8", "batch"] {
                     let left = check_drained("denokv", &deno_dir.path().join(db));
-                    infos.entry((engine.clone(), "requeued_left".into())).or_default().push(left.to_string());
+                    reports.add_info(engine, "requeued_left", left.to_string());
                 }
             }
-            for line in String::from_utf8_lossy(&output.stdout).lines() {
-                let mut parts = line.splitn(3, ' ');
-                match (parts.next(), parts.next(), parts.next()) {
-                    (Some("RESULT"), Some(name), Some(values)) => {
-                        let slot = results.entry((engine.clone(), name.to_owned())).or_default();
-                        for (column, v) in slot.iter_mut().zip(values.split(' ')) {
-                            column.push(v.parse().expect("number"));
-                        }
-                    }
-                    (Some("INFO"), Some(name), Some(value)) => {
-                        infos.entry((engine.clone(), name.to_owned())).or_default().push(value.to_owned());
-                    }
-                    _ => {}
-                }
-            }
+            reports.add_output(engine, &output.stdout);
         }
     }
     println!(
@@ -585,7 +531,7 @@ fn main() {
         let mut rates = Vec::new();
         let mut latencies = Vec::new();
         for engine in &args.engines {
-            let [rate, p50, p99] = results.remove(&(engine.clone(), workload.to_owned())).unwrap_or_default();
+            let [rate, p50, p99] = reports.take(engine, workload);
             let (mut rate, mut p50, mut p99) = (rate, p50, p99);
             if rate.is_empty() {
                 rates.push(0.0);
@@ -622,7 +568,5 @@ fn main() {
             }
         }
     }
-    for ((engine, name), values) in &infos {
-        println!("{engine} {name}: {}", values.join(" | "));
-    }
+    reports.print_infos();
 }

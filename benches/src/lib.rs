@@ -1,6 +1,8 @@
 //! Workloads shared by the benchmarks: LevelDB db_bench's, with 16-byte keys and 100-byte
 //! values, run against any engine behind [`BenchEngine`].
 
+pub mod report;
+
 use stampkv_engine::{Db, Options, SyncMode};
 use std::path::Path;
 use std::sync::Arc;
