@@ -44,23 +44,8 @@ pub fn key(i: u64) -> [u8; KEY_BYTES] {
 }
 
 /// A deterministic generator (SplitMix64).
-#[derive(Debug, Clone)]
-pub struct Rng(u64);
-
-impl Rng {
-    /// A generator from a seed.
-    pub fn new(seed: u64) -> Self {
-        Rng(seed)
-    }
-    /// The next number.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-}
+/// The seeded generator the workloads draw keys and values from.
+pub use stampkv_testkit::SplitMix64 as Rng;
 
 /// Incompressible value bytes, cycled through by the workloads.
 pub fn value_pool(seed: u64) -> Vec<u8> {

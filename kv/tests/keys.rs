@@ -91,20 +91,7 @@ fn the_cross_type_order_is_bytes_string_bigint_number_false_true() {
 }
 
 /// SplitMix64.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+use stampkv_testkit::SplitMix64 as Rng;
 
 fn random_part(rng: &mut Rng) -> KeyPart {
     let small = [0u8, 1, 0xff, b'a', b'b'];
@@ -113,7 +100,7 @@ fn random_part(rng: &mut Rng) -> KeyPart {
         0 => KeyPart::Bytes(bytes(rng)),
         1 => KeyPart::String(String::from_utf8_lossy(&bytes(rng)).replace('\u{fffd}', "é")),
         2 => {
-            let magnitude: Vec<u8> = (0..rng.below(12)).map(|_| rng.next() as u8).collect();
+            let magnitude: Vec<u8> = (0..rng.below(12)).map(|_| rng.next_u64() as u8).collect();
             KeyPart::BigInt(KvBigInt::from_sign_magnitude(rng.below(2) == 0, &magnitude))
         }
         3 => KeyPart::Number(match rng.below(6) {
@@ -121,7 +108,7 @@ fn random_part(rng: &mut Rng) -> KeyPart {
             1 => -0.0,
             2 => f64::INFINITY,
             3 => f64::NEG_INFINITY,
-            _ => (rng.next() as i64 as f64) / (1u64 << rng.below(60)) as f64,
+            _ => (rng.next_u64() as i64 as f64) / (1u64 << rng.below(60)) as f64,
         }),
         _ => KeyPart::Bool(rng.below(2) == 0),
     }
@@ -129,7 +116,7 @@ fn random_part(rng: &mut Rng) -> KeyPart {
 
 #[test]
 fn random_keys_order_like_their_encodings_and_round_trip() {
-    let mut rng = Rng(7);
+    let mut rng = Rng::new(7);
     let keys: Vec<Key> =
         (0..3_000).map(|_| Key((0..rng.below(4)).map(|_| random_part(&mut rng)).collect())).collect();
     let encoded: Vec<Vec<u8>> = keys.iter().map(|k| k.encode().unwrap()).collect();
@@ -151,7 +138,7 @@ fn random_keys_order_like_their_encodings_and_round_trip() {
 
 #[test]
 fn random_bytes_never_panic_the_decoder() {
-    let mut rng = Rng(11);
+    let mut rng = Rng::new(11);
     for _ in 0..20_000 {
         let len = rng.below(24) as usize;
         let bytes: Vec<u8> = (0..len)

@@ -36,12 +36,12 @@
 use stampkv::{
     key, EnqueueOptions, Key, KeyPart, Kv, KvOptions, KvValue, ListOptions, ListenOptions, Selector,
 };
+use stampkv_testkit::process::{collect_lines, collect_text, killed_by_sigkill, libtest_selects};
+use stampkv_testkit::SplitMix64 as Rng;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Set in the child's environment to the database directory.
@@ -73,61 +73,16 @@ fn main() {
         let seed = env_or(CHILD_SEED_ENV, 1);
         child(Path::new(&dir), first, seed);
     }
-    // Enough of libtest's command line for `cargo test <filter>` and test runners.
-    const NAME: &str = "queue_process_kill";
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.iter().any(|a| a == "--list") {
-        println!("{NAME}: test");
-        return;
+    // Behave like a libtest binary for `cargo test <filter>` and test runners.
+    if libtest_selects("queue_process_kill") {
+        parent();
     }
-    let (mut filters, mut skips) = (Vec::new(), Vec::new());
-    let mut rest = args.iter();
-    while let Some(arg) = rest.next() {
-        match arg.as_str() {
-            "--skip" => skips.extend(rest.next()),
-            "--test-threads" | "--format" | "--color" | "--logfile" | "--shuffle-seed" | "-Z" => {
-                rest.next();
-            }
-            a if a.starts_with('-') => {}
-            a => filters.push(a),
-        }
-    }
-    let wanted = filters.is_empty() || filters.iter().any(|f| NAME.contains(f));
-    if !wanted || skips.iter().any(|s| NAME.contains(s.as_str())) {
-        println!("queue_crash: {NAME} filtered out");
-        return;
-    }
-    parent();
 }
 
 fn env_or(name: &str, default: u64) -> u64 {
     match std::env::var(name) {
         Ok(v) => v.parse().unwrap_or_else(|_| panic!("{name} must be a number, got {v:?}")),
         Err(_) => default,
-    }
-}
-
-/// A deterministic generator (SplitMix64).
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Self {
-        Rng(seed)
-    }
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    /// A number in `0..n`.
-    fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n.max(1)
-    }
-    /// True once in `n` times.
-    fn chance(&mut self, n: u64) -> bool {
-        self.below(n) == 0
     }
 }
 
@@ -320,12 +275,12 @@ fn child(dir: &Path, first: u64, seed: u64) -> ! {
         let base_ms = now_ms();
         let payloads: Vec<(Payload, u64)> = (next..next + count)
             .map(|id| {
-                let delay_ms = if commit > 0 && rng.chance(6) { 2_000 + rng.below(3_001) } else { 0 };
+                let delay_ms = if commit > 0 && rng.one_in(6) { 2_000 + rng.below(3_001) } else { 0 };
                 let mut flags = if commit == 0 { BLOCK } else { 0 };
-                if commit > 0 && rng.chance(10) {
+                if commit > 0 && rng.one_in(10) {
                     flags |= SLOW;
                 }
-                if commit > 0 && rng.chance(25) {
+                if commit > 0 && rng.one_in(25) {
                     flags |= FAIL_ONCE;
                 }
                 (Payload { id, deadline_ms: base_ms + delay_ms, flags }, delay_ms)
@@ -361,42 +316,6 @@ fn child(dir: &Path, first: u64, seed: u64) -> ! {
 
 // ---------------------------------------------------------------------------------------
 // The parent.
-
-/// Reads everything a child printed, keeping complete lines only.
-fn collect_lines(stream: impl Read + Send + 'static) -> JoinHandle<Vec<String>> {
-    std::thread::spawn(move || {
-        let mut reader = BufReader::new(stream);
-        let mut lines = Vec::new();
-        let mut line = String::new();
-        while matches!(reader.read_line(&mut line), Ok(n) if n > 0) {
-            if let Some(complete) = line.strip_suffix('\n') {
-                lines.push(complete.to_owned());
-            }
-            line.clear();
-        }
-        lines
-    })
-}
-
-fn collect_text(mut stream: impl Read + Send + 'static) -> JoinHandle<String> {
-    std::thread::spawn(move || {
-        let mut bytes = Vec::new();
-        let _ = stream.read_to_end(&mut bytes);
-        String::from_utf8_lossy(&bytes).into_owned()
-    })
-}
-
-fn killed_by_sigkill(status: &ExitStatus) -> bool {
-    #[cfg(unix)]
-    {
-        use std::os::unix::process::ExitStatusExt;
-        status.signal() == Some(9)
-    }
-    #[cfg(not(unix))]
-    {
-        !status.success()
-    }
-}
 
 /// A message as its enqueue was acknowledged.
 #[derive(Debug, Clone, Copy)]

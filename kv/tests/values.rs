@@ -582,24 +582,7 @@ fn shared_references_are_bounded() {
 // Random values
 // ---------------------------------------------------------------------------------------
 
-/// SplitMix64.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len() as u64) as usize]
-    }
-}
+use stampkv_testkit::SplitMix64 as Rng;
 
 fn random_number(rng: &mut Rng) -> f64 {
     match rng.below(6) {
@@ -617,11 +600,11 @@ fn random_number(rng: &mut Rng) -> f64 {
             f64::MAX,
             9007199254740993.0,
         ]),
-        1 => f64::from_bits(rng.next()),
+        1 => f64::from_bits(rng.next_u64()),
         2 => (rng.below(2000) as f64) - 1000.0,
-        3 => (rng.next() as i32) as f64,
+        3 => (rng.next_u64() as i32) as f64,
         4 => (rng.below(1 << 40) as f64) / 7.0,
-        _ => (rng.next() as i64 >> rng.below(64)) as f64,
+        _ => (rng.next_u64() as i64 >> rng.below(64)) as f64,
     }
 }
 
@@ -640,7 +623,7 @@ fn random_string(rng: &mut Rng) -> String {
 
 fn random_bigint(rng: &mut Rng) -> KvBigInt {
     let len = rng.below(20) as usize;
-    let magnitude: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+    let magnitude: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
     KvBigInt::from_sign_magnitude(rng.below(2) == 0, &magnitude)
 }
 
@@ -661,10 +644,10 @@ fn random_value(rng: &mut Rng, depth: usize) -> Value {
         1 | 2 => Value::Number(random_number(rng)),
         3 => Value::BigInt(random_bigint(rng)),
         4 | 5 => Value::String(random_string(rng)),
-        6 => Value::Bytes((0..rng.below(10)).map(|_| rng.next() as u8).collect()),
+        6 => Value::Bytes((0..rng.below(10)).map(|_| rng.next_u64() as u8).collect()),
         7 => Value::Date(match rng.below(3) {
             0 => f64::NAN,
-            _ => (rng.next() as i64 % 8_640_000_000_000_000) as f64,
+            _ => (rng.next_u64() as i64 % 8_640_000_000_000_000) as f64,
         }),
         8 => {
             let (source, flags) = *rng.pick(&[
@@ -697,7 +680,7 @@ fn random_value(rng: &mut Rng, depth: usize) -> Value {
 
 #[test]
 fn random_values_round_trip() {
-    let mut rng = Rng(0x5eed);
+    let mut rng = Rng::new(0x5eed);
     for i in 0..20_000 {
         let value = random_value(&mut rng, 0);
         let bytes = v8::serialize(&value).unwrap_or_else(|e| panic!("#{i} {value:?}: {e}"));
@@ -744,7 +727,7 @@ fn every_kind_round_trips() {
 
 fn robustness_corpus() -> Vec<Vec<u8>> {
     let mut corpus: Vec<Vec<u8>> = deno_cases().into_iter().map(|(_, bytes, _)| hex(bytes)).collect();
-    let mut rng = Rng(7);
+    let mut rng = Rng::new(7);
     for _ in 0..40 {
         corpus.push(v8::serialize(&random_value(&mut rng, 1)).unwrap());
     }
@@ -786,7 +769,7 @@ fn truncations_and_mutations_never_panic() {
 
 #[test]
 fn random_bytes_never_panic() {
-    let mut rng = Rng(99);
+    let mut rng = Rng::new(99);
     let tags = b"\0?-_0TFINUZS\"c^o{a@A$DyxnzsR;:',BC~tVupw\\mr";
     for _ in 0..100_000 {
         let len = rng.below(40) as usize;
@@ -795,7 +778,7 @@ fn random_bytes_never_panic() {
             bytes.extend_from_slice(&[0xff, 13 + rng.below(4) as u8]);
         }
         for _ in 0..len {
-            bytes.push(if rng.below(2) == 0 { *rng.pick(tags) } else { rng.next() as u8 });
+            bytes.push(if rng.below(2) == 0 { *rng.pick(tags) } else { rng.next_u64() as u8 });
         }
         let _ = v8::deserialize(&bytes);
         let _ = KvValue::decode_stored(&bytes).and_then(|v| v.to_value());

@@ -22,11 +22,11 @@ pub mod common;
 
 use common::{env_or, Rng};
 use stampkv_engine::{Db, Entry, Options, SyncMode, TableOptions, WriteBatch};
+use stampkv_testkit::process::{collect_lines, collect_text, killed_by_sigkill};
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::thread::JoinHandle;
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Set in the child's environment to the database directory.
@@ -211,42 +211,6 @@ fn describe(value: &[u8]) -> String {
     match decode_value(value) {
         Some((id, idx, count)) => format!("batch {id} key {idx}/{count}"),
         None => format!("{:?}", String::from_utf8_lossy(&value[..value.len().min(40)])),
-    }
-}
-
-/// Reads everything a child printed, keeping complete lines only.
-fn collect_lines(stream: impl Read + Send + 'static) -> JoinHandle<Vec<String>> {
-    std::thread::spawn(move || {
-        let mut reader = BufReader::new(stream);
-        let mut lines = Vec::new();
-        let mut line = String::new();
-        while matches!(reader.read_line(&mut line), Ok(n) if n > 0) {
-            if let Some(complete) = line.strip_suffix('\n') {
-                lines.push(complete.to_owned());
-            }
-            line.clear();
-        }
-        lines
-    })
-}
-
-fn collect_text(mut stream: impl Read + Send + 'static) -> JoinHandle<String> {
-    std::thread::spawn(move || {
-        let mut bytes = Vec::new();
-        let _ = stream.read_to_end(&mut bytes);
-        String::from_utf8_lossy(&bytes).into_owned()
-    })
-}
-
-fn killed_by_sigkill(status: &ExitStatus) -> bool {
-    #[cfg(unix)]
-    {
-        use std::os::unix::process::ExitStatusExt;
-        status.signal() == Some(9)
-    }
-    #[cfg(not(unix))]
-    {
-        !status.success()
     }
 }
 

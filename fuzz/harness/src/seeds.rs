@@ -4,7 +4,7 @@
 //! `fuzz/corpus/<target>/seed-*` (the files committed); `tests/corpus.rs` also runs them
 //! straight from here, so they stay valid inputs whether or not they were rewritten.
 
-use crate::util::SplitMix;
+use crate::util::{filler, SplitMix64};
 use stampkv::value::v8;
 use stampkv::{Key, KeyPart, KvBigInt, KvValue, Value};
 use stampkv_sstable::{TableBuilder, TableOptions};
@@ -32,11 +32,11 @@ fn push(out: &mut Vec<Seed>, target: &'static str, name: &str, bytes: Vec<u8>) {
 /// `count` deterministic random inputs of `min..max` bytes (they decode into structured
 /// inputs: operation sequences, entries and damage).
 fn random(out: &mut Vec<Seed>, target: &'static str, count: u64, min: usize, max: usize) {
-    let mut rng = SplitMix(0x5EED_0000 + count + max as u64);
+    let mut rng = SplitMix64::new(0x5EED_0000 + count + max as u64);
     for i in 0..count {
         // Lengths spread between min and max, small ones first.
         let len = min + (max - min) * (i as usize * i as usize) / (count as usize * count as usize);
-        let mut bytes = rng.bytes(len);
+        let mut bytes = filler(&mut rng, len);
         if target == "wal_recover" {
             bytes[0] |= 1; // the structured variant
         }
@@ -174,8 +174,8 @@ fn wal_segment(number: u64, records: &[Vec<u8>], sync_every: usize, seal: bool) 
 }
 
 fn wal_recover(out: &mut Vec<Seed>) {
-    let mut rng = SplitMix(7);
-    let small: Vec<Vec<u8>> = (0..12).map(|i| rng.bytes(i * 17 % 90)).collect();
+    let mut rng = SplitMix64::new(7);
+    let small: Vec<Vec<u8>> = (0..12).map(|i| filler(&mut rng, i * 17 % 90)).collect();
     push(out, "wal_recover", "unsealed", wal_segment(1, &small, 0, false));
     push(out, "wal_recover", "sealed", wal_segment(1, &small, 0, true));
     push(out, "wal_recover", "synced", wal_segment(1, &small, 3, true));
@@ -183,7 +183,12 @@ fn wal_recover(out: &mut Vec<Seed>) {
     push(out, "wal_recover", "other-segment", wal_segment(2, &small[..3], 0, true));
     push(out, "wal_recover", "header-only", wal_segment(1, &[], 0, false));
     // A record across two blocks (a FIRST and a LAST chunk).
-    push(out, "wal_recover", "fragmented", wal_segment(1, &[rng.bytes(100), rng.bytes(33_000)], 1, true));
+    push(
+        out,
+        "wal_recover",
+        "fragmented",
+        wal_segment(1, &[filler(&mut rng, 100), filler(&mut rng, 33_000)], 1, true),
+    );
     let mut torn = wal_segment(1, &small, 4, false);
     let len = torn.len();
     torn.truncate(len - 20);

@@ -17,7 +17,7 @@
 //!   valid checksums: they must still never panic, and fail only with `Corruption` or
 //!   `Unsupported`.
 
-use crate::util::{hex, SplitMix};
+use crate::util::{filler, hex, SplitMix64};
 use arbitrary::{Arbitrary, Unstructured};
 use stampkv_sstable::{BlockCache, ReadAt, Table, TableBuilder, TableError, TableIter, TableOptions};
 use std::cmp::{Ordering, Reverse};
@@ -266,7 +266,7 @@ fn build(spec: &Spec) -> (Vec<Entry>, Recorder) {
             250..=255 => 300 + usize::from(e.value_len) * 4,
             n => usize::from(n % 40),
         };
-        let value = SplitMix(((i as u64) << 8) | u64::from(e.value_seed)).bytes(len);
+        let value = filler(&mut SplitMix64::new(((i as u64) << 8) | u64::from(e.value_seed)), len);
         if sorted.insert((key.clone(), Reverse(trailer))) {
             values.insert((key, trailer), value);
         }

@@ -10,27 +10,17 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
     out
 }
 
-/// SplitMix64: deterministic filler bytes from a small seed (a few input bytes can then
+pub(crate) use stampkv_testkit::SplitMix64;
+
+/// `len` deterministic filler bytes from `rng`, eight per draw (a few input bytes can then
 /// stand for a large record or value).
-pub(crate) struct SplitMix(pub u64);
-
-impl SplitMix {
-    pub(crate) fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+pub(crate) fn filler(rng: &mut SplitMix64, len: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(len + 8);
+    while out.len() < len {
+        out.extend_from_slice(&rng.next_u64().to_le_bytes());
     }
-
-    pub(crate) fn bytes(&mut self, len: usize) -> Vec<u8> {
-        let mut out = Vec::with_capacity(len + 8);
-        while out.len() < len {
-            out.extend_from_slice(&self.next_u64().to_le_bytes());
-        }
-        out.truncate(len);
-        out
-    }
+    out.truncate(len);
+    out
 }
 
 /// `STAMPKV_FUZZ_VERBOSE=1`: the model targets print what a run did.

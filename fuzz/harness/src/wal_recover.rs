@@ -21,7 +21,7 @@
 //!   - `seal_recovered_segment` at the recovered `valid_end` gives a segment that reads,
 //!     as a non-last segment, as exactly the recovered records, sealed.
 
-use crate::util::{hex, SplitMix};
+use crate::util::{filler, hex, SplitMix64};
 use arbitrary::{Arbitrary, Unstructured};
 use stampkv_wal::{
     seal_recovered_segment, LogWriter, MemLogFile, RecoveryMode, SegmentEnd, SegmentInfo, SegmentReader,
@@ -172,16 +172,17 @@ fn spec_chunk(segment: u64, kind: u8, synced_to: u32, payload: &[u8]) -> Vec<u8>
 
 impl RecordSpec {
     fn payload(&self, index: usize) -> (Vec<u8>, bool) {
-        let filler = |len: usize, seed: u8| SplitMix(((index as u64) << 8) | u64::from(seed)).bytes(len);
+        let fill =
+            |len: usize, seed: u8| filler(&mut SplitMix64::new(((index as u64) << 8) | u64::from(seed)), len);
         match self {
-            RecordSpec::Small { len, seed } => (filler(usize::from(*len), *seed), false),
-            RecordSpec::Large { len, seed } => (filler(usize::from(*len) * 2, *seed), false),
+            RecordSpec::Small { len, seed } => (fill(usize::from(*len), *seed), false),
+            RecordSpec::Large { len, seed } => (fill(usize::from(*len) * 2, *seed), false),
             RecordSpec::Bytes(bytes) => (bytes.iter().copied().take(4096).collect(), false),
             RecordSpec::ChunkLike { kind, synced_to, before, inner, after } => {
-                let mut payload = filler(usize::from(*before % 64), *inner);
-                let inner_payload = filler(usize::from(*inner % 32), *after);
+                let mut payload = fill(usize::from(*before % 64), *inner);
+                let inner_payload = fill(usize::from(*inner % 32), *after);
                 payload.extend(spec_chunk(SEGMENT, 1 + kind % 6, *synced_to, &inner_payload));
-                payload.extend(filler(usize::from(*after % 64), *before));
+                payload.extend(fill(usize::from(*after % 64), *before));
                 (payload, true)
             }
         }

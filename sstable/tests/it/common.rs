@@ -1,40 +1,12 @@
-//! Test helpers: a deterministic PRNG and table construction shortcuts.
+//! Test helpers: the shared seeded generator and table construction shortcuts.
 
 use std::cmp::Ordering;
 use std::sync::Arc;
 
 use stampkv_sstable::{BlockCache, ReadAt, Table, TableBuilder, TableOptions};
 
-/// SplitMix64: tiny, fast and good enough for test data.
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Self {
-        Rng(seed)
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..n` (n > 0).
-    pub fn below(&mut self, n: usize) -> usize {
-        (self.next_u64() % n as u64) as usize
-    }
-
-    /// True with probability `percent` %.
-    pub fn percent(&mut self, percent: u64) -> bool {
-        self.next_u64() % 100 < percent
-    }
-
-    pub fn bytes(&mut self, len: usize) -> Vec<u8> {
-        (0..len).map(|_| self.next_u64() as u8).collect()
-    }
-}
+/// The shared seeded generator of stampkv's tests.
+pub use stampkv_testkit::SplitMix64 as Rng;
 
 /// (user key, trailer, value).
 pub type Entry = (Vec<u8>, u64, Vec<u8>);

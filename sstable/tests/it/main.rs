@@ -1,6 +1,5 @@
 //! Integration tests of the table layer (one test binary; modules by topic).
 
-mod bench;
 mod builder;
 mod cache;
 mod common;

@@ -10,20 +10,20 @@ use crate::common::{build, cmp_key, open, Entry, Rng};
 /// A user key with lots of shared prefixes: a prefix from a small pool plus a short
 /// suffix over a 4-letter alphabet (including 0x00 and 0xff); lengths 0..40.
 fn random_user_key(rng: &mut Rng, prefixes: &[Vec<u8>]) -> Vec<u8> {
-    let mut key = prefixes[rng.below(prefixes.len())].clone();
-    let extra = rng.below(40 - key.len());
+    let mut key = prefixes[rng.index(prefixes.len())].clone();
+    let extra = rng.index(40 - key.len());
     let alphabet = [0x00, b'a', b'b', 0xff];
-    for _ in 0..rng.below(extra + 1) {
-        key.push(alphabet[rng.below(4)]);
+    for _ in 0..rng.index(extra + 1) {
+        key.push(alphabet[rng.index(4)]);
     }
     key
 }
 
 fn random_trailer(rng: &mut Rng) -> u64 {
-    match rng.below(10) {
+    match rng.index(10) {
         0 => 0,
         1 => u64::MAX,
-        2 => rng.below(4) as u64,
+        2 => rng.index(4) as u64,
         _ => rng.next_u64(),
     }
 }
@@ -41,10 +41,10 @@ fn random_entries(rng: &mut Rng, distinct_keys: usize) -> Vec<Entry> {
     }
     let mut entries = Vec::new();
     for key in keys {
-        let versions = 1 + rng.below(4);
+        let versions = 1 + rng.index(4);
         let trailers: BTreeSet<u64> = (0..versions).map(|_| random_trailer(rng)).collect();
         for &t in trailers.iter().rev() {
-            let len = if rng.percent(15) { 0 } else { rng.below(301) };
+            let len = if rng.chance(15) { 0 } else { rng.index(301) };
             entries.push((key.clone(), t, rng.bytes(len)));
         }
     }
@@ -58,8 +58,8 @@ fn lower_bound(model: &[Entry], user: &[u8], trailer: u64) -> usize {
 
 /// A seek target: present keys with nearby / extreme trailers, and absent keys.
 fn random_target(rng: &mut Rng, model: &[Entry]) -> (Vec<u8>, u64) {
-    let (user, trailer, _) = &model[rng.below(model.len())];
-    match rng.below(8) {
+    let (user, trailer, _) = &model[rng.index(model.len())];
+    match rng.index(8) {
         0 => (user.clone(), *trailer),
         1 => (user.clone(), trailer.wrapping_add(1)),
         2 => (user.clone(), trailer.wrapping_sub(1)),
@@ -68,7 +68,7 @@ fn random_target(rng: &mut Rng, model: &[Entry]) -> (Vec<u8>, u64) {
         5 => ([user.as_slice(), &[0x00]].concat(), rng.next_u64()),
         6 => (user[..user.len() / 2].to_vec(), u64::MAX),
         _ => {
-            let len = rng.below(6);
+            let len = rng.index(6);
             (rng.bytes(len), rng.next_u64())
         }
     }
@@ -117,12 +117,12 @@ fn check_seeks(it: &mut TableIter, model: &[Entry], rng: &mut Rng) {
 fn check_walks(it: &mut TableIter, model: &[Entry], rng: &mut Rng) {
     let mut pos: Option<usize> = None;
     for step in 0..3000 {
-        if pos.is_none() || rng.percent(2) {
+        if pos.is_none() || rng.chance(2) {
             let (user, trailer) = random_target(rng, model);
             let lb = lower_bound(model, &user, trailer);
             it.seek(&user, trailer).unwrap();
             pos = (lb < model.len()).then_some(lb);
-        } else if rng.percent(50) {
+        } else if rng.chance(50) {
             it.next().unwrap();
             pos = pos.map(|p| p + 1).filter(|&p| p < model.len());
         } else {

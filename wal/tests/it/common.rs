@@ -3,39 +3,16 @@
 
 use stampkv_wal::*;
 
-/// SplitMix64: tiny, deterministic, good enough for test data.
-pub struct Rng(u64);
+/// The shared seeded generator of stampkv's tests.
+pub use stampkv_testkit::SplitMix64 as Rng;
 
-impl Rng {
-    pub fn new(seed: u64) -> Self {
-        Rng(seed)
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..n` (n > 0).
-    pub fn below(&mut self, n: usize) -> usize {
-        (self.next_u64() % n as u64) as usize
-    }
-
-    pub fn bytes(&mut self, len: usize) -> Vec<u8> {
-        (0..len).map(|_| self.next_u64() as u8).collect()
-    }
-
-    /// A record length skewed towards small records, up to ~100 KiB.
-    pub fn record_len(&mut self) -> usize {
-        match self.below(100) {
-            0..=44 => self.below(100),
-            45..=79 => self.below(5_000),
-            80..=94 => self.below(40_000),
-            _ => self.below(100 * 1024),
-        }
+/// A record length skewed towards small records, up to ~100 KiB.
+pub fn record_len(rng: &mut Rng) -> usize {
+    match rng.index(100) {
+        0..=44 => rng.index(100),
+        45..=79 => rng.index(5_000),
+        80..=94 => rng.index(40_000),
+        _ => rng.index(100 * 1024),
     }
 }
 
@@ -111,7 +88,7 @@ pub fn write_log(records: &[Vec<u8>], how: How) -> Written {
 pub fn random_records(rng: &mut Rng, count: usize) -> Vec<Vec<u8>> {
     (0..count)
         .map(|_| {
-            let len = rng.record_len();
+            let len = record_len(rng);
             rng.bytes(len)
         })
         .collect()
@@ -122,7 +99,7 @@ pub fn records_totalling(rng: &mut Rng, total: usize, max_len: usize) -> Vec<Vec
     let mut out = Vec::new();
     let mut sum = 0;
     while sum < total {
-        let len = rng.below(max_len);
+        let len = rng.index(max_len);
         sum += len;
         out.push(rng.bytes(len));
     }

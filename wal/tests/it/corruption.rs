@@ -129,7 +129,7 @@ fn small_records(n: usize) -> Vec<Vec<u8>> {
     let mut rng = Rng::new(400);
     (0..n)
         .map(|_| {
-            let len = 100 + rng.below(200);
+            let len = 100 + rng.index(200);
             rng.bytes(len)
         })
         .collect()
@@ -246,15 +246,15 @@ fn random_inputs_never_panic() {
     ];
     for round in 0..200 * iters() {
         let data = if round % 2 == 0 {
-            let len = rng.below(3 * BLOCK_SIZE);
+            let len = rng.index(3 * BLOCK_SIZE);
             rng.bytes(len)
         } else {
             let mut data = base.data.clone();
-            for _ in 0..1 + rng.below(20) {
-                let at = rng.below(data.len());
+            for _ in 0..1 + rng.index(20) {
+                let at = rng.index(data.len());
                 data[at] = rng.next_u64() as u8;
             }
-            let keep = rng.below(data.len() + 1);
+            let keep = rng.index(data.len() + 1);
             data.truncate(keep);
             data
         };

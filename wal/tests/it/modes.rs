@@ -12,7 +12,7 @@ fn small_records(n: usize, seed: u64) -> Vec<Vec<u8>> {
     let mut rng = Rng::new(seed);
     (0..n)
         .map(|_| {
-            let len = 100 + rng.below(200);
+            let len = 100 + rng.index(200);
             rng.bytes(len)
         })
         .collect()

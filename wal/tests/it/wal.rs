@@ -29,7 +29,7 @@ fn group_commit_shares_syncs_on_a_real_file() {
                 start.wait();
                 for i in 0..PER_THREAD {
                     let mut payload = format!("{t}:{i}:").into_bytes();
-                    let pad = rng.below(300);
+                    let pad = rng.index(300);
                     payload.extend(rng.bytes(pad));
                     let pos = wal.append(&payload).unwrap();
                     wal.sync_to(pos).unwrap();
@@ -138,7 +138,7 @@ fn preallocation_grows_in_steps_and_seal_trims() {
     let mut records = Vec::new();
     let mut sizes = Vec::new();
     while w.offset() < 5 * STEP + 1000 {
-        let len = rng.record_len();
+        let len = record_len(&mut rng);
         records.push(rng.bytes(len));
         w.add_record(records.last().unwrap()).unwrap();
         let len = file.len();

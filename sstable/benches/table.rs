@@ -1,0 +1,99 @@
+//! Reads from one table held in memory with a warm block cache: point gets of present and
+//! absent keys, and full scans both ways. The table layer's own cost, without the engine.
+//!
+//! `cargo bench -p stampkv-sstable --bench table` (`STAMPKV_TABLE_BENCH_N` entries, default
+//! 200,000, with 16-byte keys and 100-byte values).
+
+use criterion::{criterion_group, criterion_main, Criterion, SamplingMode, Throughput};
+use stampkv_sstable::{BlockCache, ReadAt, Table, TableBuilder, TableOptions};
+use stampkv_testkit::SplitMix64;
+use std::hint::black_box;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Point gets per measured iteration.
+const GETS: usize = 10_000;
+
+fn entries() -> usize {
+    std::env::var("STAMPKV_TABLE_BENCH_N").ok().and_then(|v| v.parse().ok()).unwrap_or(200_000)
+}
+
+/// The 16-byte user key of entry `i`.
+fn key(i: usize) -> Vec<u8> {
+    format!("key-{:012}", i * 7).into_bytes()
+}
+
+/// A table of `n` entries (one version each, 100-byte values) behind a 256 MiB cache,
+/// scanned once so that every block is cached.
+fn cached_table(n: usize) -> Arc<Table> {
+    let mut builder = TableBuilder::new(Vec::new(), TableOptions::default());
+    for i in 0..n {
+        let value = format!("{i:08}").into_bytes().repeat(13);
+        builder.add(&key(i), 100 + i as u64, &value[..100]).expect("add");
+    }
+    let bytes = builder.finish(&[]).expect("finish").1;
+    let file: Arc<dyn ReadAt> = Arc::new(bytes);
+    let cache = Arc::new(BlockCache::new(256 << 20));
+    let table = Table::open(file, 1, "bench.sst".into(), Some(cache)).expect("open");
+    assert_eq!(scan(&table, true), n, "the table holds every entry");
+    table
+}
+
+/// Visits every entry forward or backward; how many there were.
+fn scan(table: &Arc<Table>, forward: bool) -> usize {
+    let mut it = table.iter();
+    if forward {
+        it.seek_to_first().expect("seek");
+    } else {
+        it.seek_to_last().expect("seek");
+    }
+    let mut count = 0;
+    while it.valid() {
+        black_box((it.user_key(), it.trailer(), it.value()));
+        count += 1;
+        if forward {
+            it.next().expect("next");
+        } else {
+            it.prev().expect("prev");
+        }
+    }
+    count
+}
+
+fn table_reads(c: &mut Criterion) {
+    let n = entries();
+    let table = cached_table(n);
+    let mut rng = SplitMix64::new(7);
+    let present: Vec<(Vec<u8>, u64)> = (0..GETS)
+        .map(|_| {
+            let i = rng.index(n);
+            (key(i), 100 + i as u64)
+        })
+        .collect();
+    let absent: Vec<Vec<u8>> = (0..GETS).map(|i| format!("absent-{i:09}").into_bytes()).collect();
+
+    let mut group = c.benchmark_group("sstable_cached");
+    group.sample_size(20).sampling_mode(SamplingMode::Flat).measurement_time(Duration::from_secs(5));
+    group.throughput(Throughput::Elements(GETS as u64));
+    group.bench_function("get_present", |b| {
+        b.iter(|| {
+            for (user, trailer) in &present {
+                assert!(table.get(user, *trailer).expect("get").is_some());
+            }
+        })
+    });
+    group.bench_function("get_absent", |b| {
+        b.iter(|| {
+            for user in &absent {
+                black_box(table.get(user, u64::MAX).expect("get"));
+            }
+        })
+    });
+    group.throughput(Throughput::Elements(n as u64));
+    group.bench_function("scan_forward", |b| b.iter(|| assert_eq!(scan(&table, true), n)));
+    group.bench_function("scan_reverse", |b| b.iter(|| assert_eq!(scan(&table, false), n)));
+    group.finish();
+}
+
+criterion_group!(benches, table_reads);
+criterion_main!(benches);
