@@ -13,24 +13,63 @@
 //!
 //! See DESIGN.md at the repository root for the architecture, the durability contract and
 //! the on-disk formats.
+//!
+//! The internals are private: the skiplist, memtables, internal iterators, versions and
+//! internal keys cannot be reached from outside, so no safe caller can misuse their raw
+//! pointers or break their invariants. Each of these fails to compile:
+//!
+//! ```compile_fail
+//! use stampkv_engine::skiplist::SkipList;
+//! ```
+//! ```compile_fail
+//! use stampkv_engine::memtable::Memtable;
+//! ```
+//! ```compile_fail
+//! use stampkv_engine::iter::InternalIterator;
+//! ```
+//! ```compile_fail
+//! use stampkv_engine::version::Version;
+//! ```
+//! ```compile_fail
+//! use stampkv_engine::key::EntryKind;
+//! ```
+//! ```compile_fail
+//! use stampkv_engine::filename::FileKind;
+//! ```
+//!
+//! What is public, all of it re-exported at the crate root except the file systems:
+//!
+//! ```
+//! use stampkv_engine::fs::{CrashPolicy, FaultOp, FaultyFs, Fs, FsFile, FsLock, MemFs, StdFs};
+//! use stampkv_engine::{
+//!     BackgroundMode, Clock, Db, DbIter, Entry, Error, LatestView, ManualClock, Options,
+//!     RecoveryMode, RecoveryReport, Result, Snapshot, SpaceUsage, Stats, SyncMode, SystemClock,
+//!     TableOptions, WriteBatch, WriteOptions,
+//! };
+//! ```
 
 #![deny(missing_docs)]
 
-pub mod batch;
-pub mod clock;
+// Only `fs` is a public module (for `Fs` implementations and test file systems); every
+// other public item is re-exported below. The internals (skiplist, memtable, iterators,
+// versions, internal keys) are private so that no safe caller can reach their raw
+// pointers or break their invariants.
+mod batch;
+mod clock;
 mod coding;
 mod db;
 mod error;
-pub mod filename;
+mod filename;
 pub mod fs;
-pub mod iter;
-pub mod key;
-pub mod memtable;
+mod invariants;
+mod iter;
+mod key;
+mod memtable;
 mod memtable_bloom;
-pub mod options;
-pub mod skiplist;
-pub mod stats;
-pub mod version;
+mod options;
+mod skiplist;
+mod stats;
+mod version;
 
 pub use batch::WriteBatch;
 pub use clock::{Clock, ManualClock, SystemClock};

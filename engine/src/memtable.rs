@@ -1,7 +1,8 @@
 //! The mutable in-memory table: a skiplist of internal keys plus bookkeeping.
 
 use crate::batch::BatchEntry;
-use crate::key::{self, EntryKind};
+use crate::invariants::invariant;
+use crate::key;
 use crate::memtable_bloom::{hash_key, MemtableBloom};
 use crate::skiplist::{Cursor, SkipList};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -65,6 +66,12 @@ impl Memtable {
     /// Inserts the entries of one commit. Callers serialize inserts, and keys are unique
     /// within `entries` (see [`crate::batch`]).
     pub fn apply<'a>(&self, seq: u64, entries: impl IntoIterator<Item = BatchEntry<'a>>) {
+        invariant!(
+            seq > self.max_seq() && seq > self.base_seq,
+            "commit sequence {seq} is not above the memtable's last {} (base {})",
+            self.max_seq(),
+            self.base_seq
+        );
         for entry in entries {
             // The filter's cache line loads while the skiplist is searched.
             let hash = hash_key(entry.key);
@@ -73,13 +80,6 @@ impl Memtable {
             self.bloom.insert(hash);
         }
         self.max_seq.fetch_max(seq, Ordering::Release);
-    }
-
-    /// Inserts one entry with an explicit trailer (recovery and tests).
-    pub fn insert(&self, user_key: &[u8], trailer: u64, value: &[u8]) {
-        self.bloom.insert(hash_key(user_key));
-        self.list.insert(user_key, trailer, value);
-        self.max_seq.fetch_max(key::trailer_seq(trailer), Ordering::Release);
     }
 
     /// The newest version of `user_key` with a sequence number <= `seq`.
@@ -103,11 +103,6 @@ impl Memtable {
     /// Bytes of the memtable's bloom filter.
     pub fn filter_bytes(&self) -> usize {
         self.bloom.memory_bytes()
-    }
-
-    /// Number of entries.
-    pub fn len(&self) -> usize {
-        self.list.len()
     }
 
     /// Whether there are no entries.
@@ -181,18 +176,6 @@ impl crate::iter::InternalIterator for MemtableIter {
     }
     fn value(&self) -> &[u8] {
         self.cursor.value()
-    }
-}
-
-/// Whether an entry of this trailer/value is a live value at `now_ms`, and its user value.
-pub fn live_value(trailer: u64, stored: &[u8], now_ms: u64) -> Option<(&[u8], Option<u64>)> {
-    match EntryKind::from_byte(key::trailer_kind(trailer))? {
-        EntryKind::Put => Some((stored, None)),
-        EntryKind::PutExpiring => {
-            let (expires_at, value) = key::split_expiring(stored)?;
-            (now_ms < expires_at).then_some((value, Some(expires_at)))
-        }
-        EntryKind::Delete => None,
     }
 }
 

@@ -17,6 +17,7 @@
 //! `prev` of a node may briefly lag behind an insert of its new predecessor; that
 //! predecessor's sequence number is not yet published, so no reader needs it.
 
+use crate::invariants::invariant;
 use crate::key;
 use parking_lot::Mutex;
 use std::cmp::Ordering;
@@ -197,7 +198,12 @@ impl SkipList {
         node
     }
 
-    /// Inserts an entry. Callers serialize inserts; (user_key, trailer) must be new.
+    /// Inserts an entry. Inserts are serialized by an internal mutex (the engine also
+    /// inserts under its commit lock). (user_key, trailer) must be new: with invariant
+    /// checks on, inserting a duplicate panics.
+    ///
+    /// # Panics
+    /// If the key or the value is longer than `u32::MAX` bytes.
     pub fn insert(&self, user_key: &[u8], trailer: u64, value: &[u8]) {
         assert!(user_key.len() <= u32::MAX as usize && value.len() <= u32::MAX as usize);
         let mut writer = self.writer.lock();
@@ -207,8 +213,11 @@ impl SkipList {
         while level > 0 {
             level -= 1;
             loop {
-                let next = link(x, level).load(AtomicOrdering::Acquire);
-                if !next.is_null() && node_cmp(next, user_key, trailer) == Ordering::Less {
+                // SAFETY: `x` is the head or a published node, and `level < max_height`,
+                // which no tower reached by the search is shorter than.
+                let next = unsafe { link(x, level) }.load(AtomicOrdering::Acquire);
+                // SAFETY: a non-null link points to a published node of this list.
+                if !next.is_null() && unsafe { node_cmp(next, user_key, trailer) } == Ordering::Less {
                     x = next;
                 } else {
                     break;
@@ -216,6 +225,15 @@ impl SkipList {
             }
             preds[level] = x;
         }
+        // SAFETY: `preds[0]` is the head or a published node (height >= 1).
+        let succ = unsafe { link(preds[0], 0) }.load(AtomicOrdering::Acquire);
+        // The search stopped before the first node not less than the new key, so the order
+        // holds if that node is greater: no duplicate (key, trailer).
+        invariant!(
+            // SAFETY: a non-null link points to a published node of this list.
+            succ.is_null() || unsafe { node_cmp(succ, user_key, trailer) } == Ordering::Greater,
+            "skiplist insert of a duplicate internal key ({user_key:?}, {trailer:#x})"
+        );
         let height = random_height(&mut writer.rng);
         if height > self.max_height.load(AtomicOrdering::Relaxed) {
             // preds above the old height are already `head`.
@@ -223,17 +241,23 @@ impl SkipList {
         }
         let node = Self::alloc_node(&mut writer.arena, height, user_key, trailer, value);
         for (level, pred) in preds.iter().enumerate().take(height) {
-            link(node, level)
-                .store(link(*pred, level).load(AtomicOrdering::Relaxed), AtomicOrdering::Relaxed);
+            // SAFETY: `node` has `height` links; each `pred` is the head (MAX_HEIGHT links)
+            // or a node found at `level`, so it has more than `level` links.
+            unsafe {
+                link(node, level)
+                    .store(link(*pred, level).load(AtomicOrdering::Relaxed), AtomicOrdering::Relaxed)
+            };
         }
         let pred0 = if preds[0] == self.head { ptr::null_mut() } else { preds[0] };
         // SAFETY: `node` is initialised and not yet reachable by readers.
         unsafe { (*node).prev.store(pred0, AtomicOrdering::Relaxed) };
         for (level, pred) in preds.iter().enumerate().take(height) {
             // Publishes the node at this level: readers that see the link see the node.
-            link(*pred, level).store(node, AtomicOrdering::Release);
+            // SAFETY: as above, `pred` has more than `level` links.
+            unsafe { link(*pred, level) }.store(node, AtomicOrdering::Release);
         }
-        let succ = link(node, 0).load(AtomicOrdering::Relaxed);
+        // SAFETY: `node` is now a published node with at least one link.
+        let succ = unsafe { link(node, 0) }.load(AtomicOrdering::Relaxed);
         if !succ.is_null() {
             // SAFETY: `succ` is a published node of this list.
             unsafe { (*succ).prev.store(node, AtomicOrdering::Release) };
@@ -253,8 +277,10 @@ impl SkipList {
         let mut x = self.head;
         let mut level = self.max_height.load(AtomicOrdering::Relaxed);
         loop {
-            let next = link(x, level - 1).load(AtomicOrdering::Acquire);
-            if !next.is_null() && node_cmp(next, user_key, trailer) == Ordering::Less {
+            // SAFETY: `x` is the head or a node reached at `level - 1 < max_height`.
+            let next = unsafe { link(x, level - 1) }.load(AtomicOrdering::Acquire);
+            // SAFETY: a non-null link points to a published node of this list.
+            if !next.is_null() && unsafe { node_cmp(next, user_key, trailer) } == Ordering::Less {
                 x = next;
             } else if level == 1 {
                 let before = if x == self.head { ptr::null_mut() } else { x };
@@ -270,7 +296,8 @@ impl SkipList {
         let mut x = self.head;
         let mut level = self.max_height.load(AtomicOrdering::Relaxed);
         loop {
-            let next = link(x, level - 1).load(AtomicOrdering::Acquire);
+            // SAFETY: `x` is the head or a node reached at `level - 1 < max_height`.
+            let next = unsafe { link(x, level - 1) }.load(AtomicOrdering::Acquire);
             if !next.is_null() {
                 x = next;
             } else if level == 1 {
@@ -281,18 +308,25 @@ impl SkipList {
         }
     }
 
-    /// A cursor over this list. The caller keeps the list alive while using it.
+    /// A cursor over this list, not yet positioned. It borrows the list, so the list
+    /// (and every node the cursor reaches) outlives it.
     pub fn cursor(&self) -> Cursor<'_> {
         Cursor { list: self, node: ptr::null_mut() }
     }
 }
 
+// The node accessors below take raw pointers, so they are `unsafe fn`s whose common
+// precondition is: `node` is the head of a live list, or a node of a live list whose
+// header, key and value were written before it was published (every node a search or a
+// cursor reaches); and the returned borrow `'a` does not outlive that list (its arena).
+
 /// Level-`level` link of `node`.
-fn link<'a>(node: *const NodeHeader, level: usize) -> &'a AtomicPtr<NodeHeader> {
-    // SAFETY: every node pointer handed around is derived from its arena chunk's raw pointer
-    // (so its provenance covers the whole node), `level < node.height` at every call site
-    // (towers are searched below `max_height`, and the head is MAX_HEIGHT tall), and the
-    // arena outlives every borrow because the list outlives its cursors.
+///
+/// # Safety
+/// `node` as above, and `level < node.height` (the head is `MAX_HEIGHT` tall).
+unsafe fn link<'a>(node: *const NodeHeader, level: usize) -> &'a AtomicPtr<NodeHeader> {
+    // SAFETY: the caller guarantees a live node of at least `level + 1` links; its pointer
+    // is derived from its arena chunk's raw pointer, so its provenance covers the tower.
     unsafe {
         debug_assert!(level < (*node).height as usize);
         &*node.cast::<u8>().add(HEADER_BYTES + level * LINK_BYTES).cast::<AtomicPtr<NodeHeader>>()
@@ -300,7 +334,10 @@ fn link<'a>(node: *const NodeHeader, level: usize) -> &'a AtomicPtr<NodeHeader> 
 }
 
 /// The key bytes of a published node.
-fn node_key<'a>(node: *const NodeHeader) -> &'a [u8] {
+///
+/// # Safety
+/// `node` is a published (non-head) node of a live list that outlives `'a`.
+unsafe fn node_key<'a>(node: *const NodeHeader) -> &'a [u8] {
     // SAFETY: a published node's header and key bytes were written before its publication
     // and are never changed; the slice lies inside the node's allocation.
     unsafe {
@@ -311,7 +348,10 @@ fn node_key<'a>(node: *const NodeHeader) -> &'a [u8] {
 }
 
 /// The value bytes of a published node.
-fn node_value<'a>(node: *const NodeHeader) -> &'a [u8] {
+///
+/// # Safety
+/// As for [`node_key`].
+unsafe fn node_value<'a>(node: *const NodeHeader) -> &'a [u8] {
     // SAFETY: as for `node_key`; the value follows the key inside the node's allocation.
     unsafe {
         let height = (*node).height as usize;
@@ -321,13 +361,22 @@ fn node_value<'a>(node: *const NodeHeader) -> &'a [u8] {
     }
 }
 
-fn node_trailer(node: *const NodeHeader) -> u64 {
-    // SAFETY: the header of a published node is immutable.
+/// The trailer of a published node.
+///
+/// # Safety
+/// As for [`node_key`].
+unsafe fn node_trailer(node: *const NodeHeader) -> u64 {
+    // SAFETY: the header of a published node is initialised and immutable.
     unsafe { (*node).trailer }
 }
 
-fn node_cmp(node: *const NodeHeader, user_key: &[u8], trailer: u64) -> Ordering {
-    key::compare(node_key(node), node_trailer(node), user_key, trailer)
+/// Compares a published node's internal key with (user_key, trailer).
+///
+/// # Safety
+/// As for [`node_key`].
+unsafe fn node_cmp(node: *const NodeHeader, user_key: &[u8], trailer: u64) -> Ordering {
+    // SAFETY: forwarded from the caller.
+    unsafe { key::compare(node_key(node), node_trailer(node), user_key, trailer) }
 }
 
 fn random_height(rng: &mut u64) -> usize {
@@ -367,42 +416,69 @@ impl<'a> Cursor<'a> {
     /// Moves to the last entry <= (user_key, trailer).
     pub fn seek_for_prev(&mut self, user_key: &[u8], trailer: u64) {
         let (before, at_or_after) = self.list.find_neighbours(user_key, trailer);
-        let exact = !at_or_after.is_null() && node_cmp(at_or_after, user_key, trailer) == Ordering::Equal;
+        let exact = !at_or_after.is_null()
+            // SAFETY: a non-null neighbour is a published node of the borrowed list.
+            && unsafe { node_cmp(at_or_after, user_key, trailer) } == Ordering::Equal;
         self.node = if exact { at_or_after } else { before };
     }
     /// Moves to the first entry.
     pub fn seek_to_first(&mut self) {
-        self.node = link(self.list.head, 0).load(AtomicOrdering::Acquire);
+        // SAFETY: the head of the borrowed list has MAX_HEIGHT links.
+        self.node = unsafe { link(self.list.head, 0) }.load(AtomicOrdering::Acquire);
     }
     /// Moves to the last entry.
     pub fn seek_to_last(&mut self) {
         self.node = self.list.find_last();
     }
-    /// Moves to the next entry. Requires `valid()`.
+    /// The current node.
+    ///
+    /// # Panics
+    /// If the cursor is not at an entry (`!valid()`): a cursor that was never positioned,
+    /// or that ran off either end.
+    fn current(&self) -> *mut NodeHeader {
+        assert!(self.valid(), "skiplist cursor used while not positioned at an entry");
+        self.node
+    }
+    /// Moves to the next entry.
+    ///
+    /// # Panics
+    /// If the cursor is not at an entry.
     pub fn next(&mut self) {
-        debug_assert!(self.valid());
-        self.node = link(self.node, 0).load(AtomicOrdering::Acquire);
+        // SAFETY: `current` is a published node of the borrowed list, with >= 1 link.
+        self.node = unsafe { link(self.current(), 0) }.load(AtomicOrdering::Acquire);
     }
-    /// Moves to the previous entry. Requires `valid()`.
+    /// Moves to the previous entry.
+    ///
+    /// # Panics
+    /// If the cursor is not at an entry.
     pub fn prev(&mut self) {
-        debug_assert!(self.valid());
-        // SAFETY: `node` is a published node.
-        self.node = unsafe { (*self.node).prev.load(AtomicOrdering::Acquire) };
+        let node = self.current();
+        // SAFETY: `node` is a published node of the borrowed list.
+        self.node = unsafe { (*node).prev.load(AtomicOrdering::Acquire) };
     }
-    /// User key of the current entry. Requires `valid()`.
+    /// User key of the current entry.
+    ///
+    /// # Panics
+    /// If the cursor is not at an entry.
     pub fn user_key(&self) -> &'a [u8] {
-        debug_assert!(self.valid());
-        node_key(self.node)
+        // SAFETY: `current` is a published node of the list borrowed for `'a`.
+        unsafe { node_key(self.current()) }
     }
-    /// Trailer of the current entry. Requires `valid()`.
+    /// Trailer of the current entry.
+    ///
+    /// # Panics
+    /// If the cursor is not at an entry.
     pub fn trailer(&self) -> u64 {
-        debug_assert!(self.valid());
-        node_trailer(self.node)
+        // SAFETY: `current` is a published node of the borrowed list.
+        unsafe { node_trailer(self.current()) }
     }
-    /// Value of the current entry. Requires `valid()`.
+    /// Value of the current entry.
+    ///
+    /// # Panics
+    /// If the cursor is not at an entry.
     pub fn value(&self) -> &'a [u8] {
-        debug_assert!(self.valid());
-        node_value(self.node)
+        // SAFETY: `current` is a published node of the list borrowed for `'a`.
+        unsafe { node_value(self.current()) }
     }
 }
 
@@ -413,6 +489,35 @@ mod tests {
     use std::collections::BTreeSet;
     use std::sync::atomic::AtomicBool;
     use std::sync::Arc;
+
+    #[test]
+    #[should_panic(expected = "not positioned")]
+    fn reading_an_unpositioned_cursor_panics_instead_of_dereferencing_null() {
+        let list = SkipList::new(4096);
+        list.insert(b"a", trailer(1, EntryKind::Put), b"1");
+        let _ = list.cursor().user_key();
+    }
+
+    #[test]
+    #[should_panic(expected = "not positioned")]
+    fn stepping_past_the_end_then_reading_panics() {
+        let list = SkipList::new(4096);
+        list.insert(b"a", trailer(1, EntryKind::Put), b"1");
+        let mut cursor = list.cursor();
+        cursor.seek_to_last();
+        cursor.next();
+        assert!(!cursor.valid());
+        cursor.prev();
+    }
+
+    #[test]
+    #[cfg(any(feature = "invariants", debug_assertions))]
+    #[should_panic(expected = "duplicate internal key")]
+    fn inserting_a_duplicate_internal_key_violates_an_invariant() {
+        let list = SkipList::new(4096);
+        list.insert(b"a", trailer(1, EntryKind::Put), b"1");
+        list.insert(b"a", trailer(1, EntryKind::Put), b"2");
+    }
 
     fn collect_forward(list: &SkipList) -> Vec<(Vec<u8>, u64)> {
         let mut c = list.cursor();

@@ -236,7 +236,14 @@ impl<'a> AtomicOperation<'a> {
         let outcome = kv.inner.db.write_with(WriteOptions::default(), |view| plan.apply(view));
         match outcome {
             Ok((seq, (versionstamp, touched, queued))) => {
-                debug_assert_eq!(Versionstamp::from_sequence(seq), versionstamp);
+                // The versionstamp written into the batch is the sequence the engine assigned.
+                if cfg!(any(feature = "invariants", debug_assertions)) {
+                    assert_eq!(
+                        Versionstamp::from_sequence(seq),
+                        versionstamp,
+                        "invariant violated: versionstamp"
+                    );
+                }
                 kv.inner.watch.notify(&touched);
                 if !queued.is_empty() {
                     kv.inner.queue.enqueued(&queued);
@@ -326,7 +333,7 @@ impl Plan {
                 return Err(Abort::CheckFailed);
             }
         }
-        let versionstamp = Versionstamp::from_sequence(view.last_sequence() + 1);
+        let versionstamp = Versionstamp::from_sequence(view.commit_sequence());
         let now_ms = view.now_ms();
         let mut overlay: BTreeMap<Vec<u8>, Pending> = BTreeMap::new();
         for (key, kind, expire_in_ms) in &self.mutations {

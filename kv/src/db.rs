@@ -87,9 +87,10 @@ impl Kv {
         &self.inner.limits
     }
 
-    /// The storage engine (statistics, `flush`, `compact`).
-    pub fn engine(&self) -> &Db {
-        &self.inner.db
+    /// Read-only and maintenance access to the storage engine (statistics, `flush`,
+    /// `compact`, raw reads). It cannot write: see [`crate::engine`].
+    pub fn engine(&self) -> crate::engine::KvEngine<'_> {
+        crate::engine::KvEngine::new(self)
     }
 
     /// Reads one key. The empty key is allowed and finds nothing.

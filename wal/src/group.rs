@@ -16,6 +16,7 @@ use std::sync::{Condvar as StdCondvar, Mutex as StdMutex, MutexGuard as StdMutex
 
 use crate::error::WalError;
 use crate::file::SegmentDir;
+use crate::invariants::invariant;
 use crate::writer::{LogWriter, SegmentFile, WalOptions};
 
 /// A position in the log: a byte count across all segments, monotonic.
@@ -75,6 +76,26 @@ struct SyncState<F> {
     base: u64,
 }
 
+impl<F> SyncState<F> {
+    /// Moves the positions to new values, which never lie behind the old ones.
+    fn advance(&mut self, appended: u64, written: u64, synced: u64) {
+        invariant!(
+            appended >= self.appended && written >= self.written && synced >= self.synced,
+            "log positions moved back: appended {} -> {appended}, written {} -> {written}, synced {} -> {synced}",
+            self.appended,
+            self.written,
+            self.synced
+        );
+        invariant!(
+            synced <= written && written <= appended,
+            "log positions out of order: synced {synced}, written {written}, appended {appended}"
+        );
+        self.appended = appended;
+        self.written = written;
+        self.synced = synced;
+    }
+}
+
 /// The segmented log with group commit.
 pub struct Wal<D: SegmentDir> {
     dir: D,
@@ -130,8 +151,8 @@ impl<D: SegmentDir> Wal<D> {
         let pos = active.base + end;
         // Still under `active`: the positions advance in append order.
         let mut st = self.lock_sync();
-        st.appended = pos;
-        st.written = pos;
+        let synced = st.synced;
+        st.advance(pos, pos, synced);
         Ok(LogPosition(pos))
     }
 
@@ -143,7 +164,9 @@ impl<D: SegmentDir> Wal<D> {
         let mut active = self.lock_active()?;
         let end = active.writer.add_record_deferred(payload).map_err(|e| self.poison_on_io(e))?;
         let pos = active.base + end;
-        self.lock_sync().appended = pos;
+        let mut st = self.lock_sync();
+        let (written, synced) = (st.written, st.synced);
+        st.advance(pos, written, synced);
         Ok(LogPosition(pos))
     }
 
@@ -203,7 +226,11 @@ impl<D: SegmentDir> Wal<D> {
             let flushed = self.flush_deferred();
             st = self.lock_sync();
             match flushed {
-                Ok(written) => st.written = st.written.max(written),
+                Ok(written) => {
+                    let (appended, synced) = (st.appended, st.synced);
+                    let written = st.written.max(written);
+                    st.advance(appended, written, synced);
+                }
                 Err(e) => {
                     st.in_progress = false;
                     drop(st);
@@ -223,7 +250,9 @@ impl<D: SegmentDir> Wal<D> {
         st.in_progress = false;
         let outcome = match result {
             Ok(()) => {
-                st.synced = st.synced.max(target);
+                let (appended, written) = (st.appended, st.written);
+                let synced = st.synced.max(target);
+                st.advance(appended, written, synced);
                 self.group_syncs.fetch_add(1, Ordering::Relaxed);
                 Ok(())
             }
@@ -266,9 +295,9 @@ impl<D: SegmentDir> Wal<D> {
         active.base = old_end;
         let mut st = self.lock_sync();
         // The seal synced the whole old segment.
-        st.synced = st.synced.max(old_end);
-        st.written = old_end + active.writer.offset();
-        st.appended = st.written;
+        let synced = st.synced.max(old_end);
+        let written = old_end + active.writer.offset();
+        st.advance(written, written, synced);
         st.segment = active.writer.shared();
         st.base = old_end;
         self.synced_cv.notify_all();
@@ -288,9 +317,8 @@ impl<D: SegmentDir> Wal<D> {
         active.closed = true;
         let end = active.base + active.writer.offset();
         let mut st = self.lock_sync();
-        st.written = end;
-        st.appended = end;
-        st.synced = st.synced.max(end);
+        let synced = st.synced.max(end);
+        st.advance(end, end, synced);
         self.synced_cv.notify_all();
         Ok(())
     }

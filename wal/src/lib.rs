@@ -89,6 +89,7 @@ mod error;
 mod file;
 mod format;
 mod group;
+mod invariants;
 mod mem;
 mod reader;
 mod scan;

@@ -14,21 +14,34 @@ use std::time::Duration;
 pub(crate) fn start(inner: &Arc<DbInner>) -> Vec<JoinHandle<()>> {
     let mut threads = Vec::new();
     if inner.threads_mode() {
-        let flusher = inner.clone();
-        threads.push(spawn("stampkv-flush", move || flush_loop(&flusher)));
-        let compactor = inner.clone();
-        threads.push(spawn("stampkv-compact", move || compaction_loop(&compactor)));
+        threads.push(spawn("stampkv-flush", inner, flush_loop));
+        threads.push(spawn("stampkv-compact", inner, compaction_loop));
         inner.request_compaction();
     }
     if let SyncMode::Periodic(interval) = inner.options.sync_mode {
-        let syncer = inner.clone();
-        threads.push(spawn("stampkv-sync", move || sync_loop(&syncer, interval)));
+        threads.push(spawn("stampkv-sync", inner, move |inner| sync_loop(inner, interval)));
     }
     threads
 }
 
-fn spawn(name: &str, body: impl FnOnce() + Send + 'static) -> JoinHandle<()> {
-    Builder::new().name(name.to_owned()).spawn(body).expect("cannot start a background thread")
+/// Starts a background thread. A panic in it (a bug, or a failed invariant check) poisons
+/// the database instead of leaving writers waiting for work that never comes.
+fn spawn(name: &str, inner: &Arc<DbInner>, body: impl FnOnce(&DbInner) + Send + 'static) -> JoinHandle<()> {
+    let inner = inner.clone();
+    let thread_name = name.to_owned();
+    Builder::new()
+        .name(name.to_owned())
+        .spawn(move || {
+            if let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| body(&inner))) {
+                let message = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "unknown panic".into());
+                inner.poison(Error::Poisoned { reason: format!("{thread_name} thread panicked: {message}") });
+            }
+        })
+        .expect("cannot start a background thread")
 }
 
 /// Waits until `wanted` says there is work or shutdown is requested; false on shutdown.
@@ -41,7 +54,7 @@ fn wait_for_work(inner: &DbInner, wanted: impl Fn(&mut super::WorkState) -> bool
         if wanted(&mut work) {
             return true;
         }
-        inner.work_cv.wait(&mut work);
+        inner.work_cv.wait(work.raw());
     }
 }
 
@@ -80,9 +93,9 @@ fn compaction_loop(inner: &DbInner) {
             let mut work = inner.work.lock();
             if !work.shutdown && !work.compaction_pending {
                 if expiring {
-                    inner.work_cv.wait_for(&mut work, EXPIRY_CHECK_INTERVAL);
+                    inner.work_cv.wait_for(work.raw(), EXPIRY_CHECK_INTERVAL);
                 } else {
-                    inner.work_cv.wait(&mut work);
+                    inner.work_cv.wait(work.raw());
                 }
             }
             if work.shutdown {
@@ -100,7 +113,7 @@ fn sync_loop(inner: &DbInner, interval: Duration) {
         {
             let mut work = inner.work.lock();
             while !work.shutdown && std::time::Instant::now() < deadline {
-                inner.work_cv.wait_until(&mut work, deadline);
+                inner.work_cv.wait_until(work.raw(), deadline);
             }
             if work.shutdown {
                 return;

@@ -238,20 +238,24 @@ impl<'a> BaseLevelCheck<'a> {
 /// Runs compactions until no level is over its limit (or the database shuts down).
 pub(crate) fn compact_while_needed(inner: &DbInner) -> Result<()> {
     loop {
-        let _running = inner.compaction_lock.lock();
-        if inner.shutting_down() {
-            return Ok(());
+        {
+            let _running = inner.compaction_lock.lock();
+            if inner.shutting_down() {
+                return Ok(());
+            }
+            let version = inner.read_state.read().version.clone();
+            let gc_time_ms = inner.gc_point().time_ms;
+            let plan = {
+                let mut versions = inner.versions.lock();
+                inner.pick(&version, &mut versions.compact_pointers, gc_time_ms)
+            };
+            let Some(plan) = plan else {
+                return Ok(());
+            };
+            inner.run(&plan)?;
         }
-        let version = inner.read_state.read().version.clone();
-        let gc_time_ms = inner.gc_point().time_ms;
-        let plan = {
-            let mut versions = inner.versions.lock();
-            inner.pick(&version, &mut versions.compact_pointers, gc_time_ms)
-        };
-        let Some(plan) = plan else {
-            return Ok(());
-        };
-        inner.run(&plan)?;
+        // After releasing the compaction lock: waking writers takes the commit lock,
+        // which comes first in the lock order.
         inner.notify_room();
     }
 }
@@ -259,7 +263,7 @@ pub(crate) fn compact_while_needed(inner: &DbInner) -> Result<()> {
 /// Compacts everything into the deepest non-empty level and rewrites that level, so no
 /// shadowed version, tombstone or expired value a reader cannot see is left.
 pub(crate) fn compact_all(inner: &DbInner) -> Result<()> {
-    let _running = inner.compaction_lock.lock();
+    let running = inner.compaction_lock.lock();
     let version = inner.read_state.read().version.clone();
     let deepest = (1..NUM_LEVELS).rev().find(|&l| !version.files(l).is_empty()).unwrap_or(1);
     for level in 0..deepest {
@@ -274,6 +278,7 @@ pub(crate) fn compact_all(inner: &DbInner) -> Result<()> {
     if !version.files(deepest).is_empty() {
         inner.run(&DbInner::plan_whole_level(&version, deepest, deepest))?;
     }
+    drop(running);
     inner.notify_room();
     Ok(())
 }

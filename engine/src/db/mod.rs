@@ -1,13 +1,14 @@
 //! The database: ties the WAL, memtables, versions and background work together.
 //!
-//! Locks, always taken in this order (never the reverse):
-//! `commit` → `versions` → `read_state` (write) ; `publish`, `snapshots`, `work`,
-//! `wal_segments` are leaves. Readers take only `read_state` for reading, briefly.
+//! The locks and the one order they are taken in, in both background modes, are in
+//! [`lock_order`], which also checks that order at run time. Readers take only
+//! `read_state` for reading, briefly.
 
 mod background;
 mod compaction;
 mod flush;
 mod gc;
+mod lock_order;
 mod open;
 mod read;
 mod write;
@@ -21,7 +22,8 @@ use crate::options::{BackgroundMode, Options, WriteOptions};
 use crate::stats::{Counters, SpaceUsage, Stats};
 use crate::version::{Version, VersionSet, NUM_LEVELS};
 use crate::{filename, Error, Result, WriteBatch};
-use parking_lot::{Condvar, Mutex, RwLock};
+use lock_order::{OrderedMutex, OrderedRwLock};
+use parking_lot::{Condvar, Mutex};
 use stampkv_sstable::BlockCache;
 use stampkv_wal::{LogPosition, SegmentDir, Wal};
 use std::collections::{BTreeMap, VecDeque};
@@ -113,32 +115,32 @@ pub(crate) struct DbInner {
     pub block_cache: Arc<BlockCache>,
     pub tables: flush::TableEnv,
     pub next_file: AtomicU64,
-    pub commit: Mutex<CommitState>,
+    pub commit: OrderedMutex<CommitState>,
     /// Wakes writers waiting for room (flush or compaction progress) and `flush` callers.
     pub room_cv: Condvar,
-    pub read_state: RwLock<Arc<ReadState>>,
+    pub read_state: OrderedRwLock<Arc<ReadState>>,
     /// Commits up to this sequence number are visible to readers.
     pub visible_seq: AtomicU64,
     /// Commits running and not waiting for a WAL sync (group commit gathers them).
     pub busy_commits: std::sync::atomic::AtomicUsize,
     /// WAL positions commits are waiting in `sync_to` for (group commit).
-    pub parked_syncs: Mutex<Vec<u64>>,
-    pub publish: Mutex<PublishState>,
+    pub parked_syncs: OrderedMutex<Vec<u64>>,
+    pub publish: OrderedMutex<PublishState>,
     pub publish_cv: Condvar,
-    pub versions: Mutex<VersionSet>,
-    pub snapshots: Mutex<SnapshotList>,
+    pub versions: OrderedMutex<VersionSet>,
+    pub snapshots: OrderedMutex<SnapshotList>,
     pub wal: Wal<WalDir>,
     /// Live WAL segment numbers, ascending.
-    pub wal_segments: Mutex<Vec<u64>>,
-    pub work: Mutex<WorkState>,
+    pub wal_segments: OrderedMutex<Vec<u64>>,
+    pub work: OrderedMutex<WorkState>,
     pub work_cv: Condvar,
     /// Held by whoever runs a compaction (background or manual).
-    pub compaction_lock: Mutex<()>,
+    pub compaction_lock: OrderedMutex<()>,
     poisoned: AtomicBool,
-    poison_reason: Mutex<Option<String>>,
+    poison_reason: OrderedMutex<Option<String>>,
     pub counters: Counters,
     pub recovery: RecoveryReport,
-    lock: Mutex<Option<Box<dyn FsLock>>>,
+    lock: OrderedMutex<Option<Box<dyn FsLock>>>,
 }
 
 /// An open database. Share it between threads by reference or `Arc`; every method takes
@@ -290,12 +292,17 @@ impl Db {
 
     /// Stops background work, syncs and seals the WAL and releases the directory lock.
     /// Snapshots and iterators still alive can go on reading.
+    ///
+    /// A database that an earlier failure poisoned (a failed WAL write or sync, or a
+    /// background flush or compaction that failed) is closed all the same, but `close`
+    /// returns [`Error::Poisoned`] with that failure: commits acknowledged before it are
+    /// durable as the sync mode promises; the failed work is redone on the next open.
     pub fn close(self) -> Result<()> {
         self.shutdown()
     }
 
     /// [`Db::close`] through a shared reference (for wrappers that hand out clones): the
-    /// database stops accepting writes; later calls do nothing.
+    /// database stops accepting writes; later calls do nothing and return `Ok`.
     pub fn shutdown(&self) -> Result<()> {
         {
             let mut commit = self.inner.commit.lock();
@@ -307,10 +314,13 @@ impl Db {
         self.inner.work.lock().shutdown = true;
         self.inner.work_cv.notify_all();
         for handle in self.threads.lock().drain(..) {
+            // A background thread reports its failures by poisoning, panics included.
             let _ = handle.join();
         }
-        let result =
-            if self.inner.is_poisoned() { Ok(()) } else { self.inner.wal.close().map_err(Error::from) };
+        let result = match self.inner.poison_error() {
+            Some(poisoned) => Err(poisoned),
+            None => self.inner.wal.close().map_err(Error::from),
+        };
         self.inner.lock.lock().take();
         self.inner.publish_cv.notify_all();
         result
@@ -341,7 +351,10 @@ impl DbInner {
     pub fn poison(&self, error: Error) -> Error {
         let mut reason = self.poison_reason.lock();
         if reason.is_none() {
-            *reason = Some(error.to_string());
+            *reason = Some(match &error {
+                Error::Poisoned { reason } => reason.clone(),
+                other => other.to_string(),
+            });
         }
         self.poisoned.store(true, Ordering::Release);
         drop(reason);
@@ -356,11 +369,16 @@ impl DbInner {
         if commit.closed {
             return Err(Error::Closed);
         }
-        if self.is_poisoned() {
-            let reason = self.poison_reason.lock().clone().unwrap_or_default();
-            return Err(Error::Poisoned { reason });
+        match self.poison_error() {
+            Some(poisoned) => Err(poisoned),
+            None => Ok(()),
         }
-        Ok(())
+    }
+
+    /// [`Error::Poisoned`] with the first failure, if the database is poisoned.
+    pub fn poison_error(&self) -> Option<Error> {
+        self.is_poisoned()
+            .then(|| Error::Poisoned { reason: self.poison_reason.lock().clone().unwrap_or_default() })
     }
 
     pub fn threads_mode(&self) -> bool {

@@ -12,6 +12,7 @@
 
 use super::flush::TableEnv;
 use super::gc::GcPoint;
+use super::lock_order::{LockRank, OrderedMutex, OrderedRwLock};
 use super::{CommitState, DbInner, PublishState, ReadState, RecoveryReport, SnapshotList, WalDir, WorkState};
 use crate::batch;
 use crate::filename::{self, FileKind};
@@ -22,7 +23,7 @@ use crate::options::Options;
 use crate::stats::Counters;
 use crate::version::{self, TableFile, Version, VersionSet, NUM_LEVELS};
 use crate::{Error, Result};
-use parking_lot::{Condvar, Mutex, RwLock};
+use parking_lot::Condvar;
 use stampkv_sstable::BlockCache;
 use stampkv_wal::{SegmentInfo, SegmentReader, Wal, WalOptions};
 use std::io;
@@ -70,7 +71,10 @@ pub(crate) fn open(fs: Arc<dyn Fs>, dir: &Path, options: Options) -> Result<DbIn
     let last_seq = replay.last_seq;
     let report = replay.report;
     let new_log = next_file.fetch_add(1, Ordering::SeqCst);
-    let version = Arc::new(Version::from_levels(levels));
+    let version = Arc::new(
+        Version::from_levels(levels)
+            .map_err(|reason| Error::corruption("the manifest (CURRENT)", None, reason))?,
+    );
     let versions = VersionSet::create(
         fs.clone(),
         dir,
@@ -93,26 +97,29 @@ pub(crate) fn open(fs: Arc<dyn Fs>, dir: &Path, options: Options) -> Result<DbIn
         tables,
         options,
         next_file,
-        commit: Mutex::new(CommitState { last_seq, mem, closed: false }),
+        commit: OrderedMutex::new(LockRank::Commit, CommitState { last_seq, mem, closed: false }),
         room_cv: Condvar::new(),
-        read_state: RwLock::new(read_state),
+        read_state: OrderedRwLock::new(LockRank::ReadState, read_state),
         visible_seq: AtomicU64::new(last_seq),
         busy_commits: Default::default(),
-        parked_syncs: Mutex::new(Vec::new()),
-        publish: Mutex::new(PublishState { applied_seq: last_seq, ..PublishState::default() }),
+        parked_syncs: OrderedMutex::new(LockRank::ParkedSyncs, Vec::new()),
+        publish: OrderedMutex::new(
+            LockRank::Publish,
+            PublishState { applied_seq: last_seq, ..PublishState::default() },
+        ),
         publish_cv: Condvar::new(),
-        versions: Mutex::new(versions),
-        snapshots: Mutex::new(SnapshotList::default()),
+        versions: OrderedMutex::new(LockRank::Versions, versions),
+        snapshots: OrderedMutex::new(LockRank::Snapshots, SnapshotList::default()),
         wal,
-        wal_segments: Mutex::new(vec![new_log]),
-        work: Mutex::new(WorkState::default()),
+        wal_segments: OrderedMutex::new(LockRank::WalSegments, vec![new_log]),
+        work: OrderedMutex::new(LockRank::Work, WorkState::default()),
         work_cv: Condvar::new(),
-        compaction_lock: Mutex::new(()),
+        compaction_lock: OrderedMutex::new(LockRank::Compaction, ()),
         poisoned: AtomicBool::new(false),
-        poison_reason: Mutex::new(None),
+        poison_reason: OrderedMutex::new(LockRank::PoisonReason, None),
         counters: Counters::default(),
         recovery: RecoveryReport { last_sequence: last_seq, ..report },
-        lock: Mutex::new(Some(lock)),
+        lock: OrderedMutex::new(LockRank::FileLock, Some(lock)),
     })
 }
 

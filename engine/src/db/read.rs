@@ -79,12 +79,15 @@ pub(crate) fn get_in(state: &ReadState, user_key: &[u8], seq: u64, now_ms: u64) 
 pub struct LatestView<'a> {
     state: &'a ReadState,
     seq: u64,
+    commit_seq: u64,
     now_ms: u64,
 }
 
 impl<'a> LatestView<'a> {
-    pub(crate) fn new(state: &'a ReadState, seq: u64, now_ms: u64) -> Self {
-        LatestView { state, seq, now_ms }
+    /// A view of `state` at the last applied sequence `seq`, for building the commit that
+    /// the engine numbers `commit_seq`.
+    pub(crate) fn new(state: &'a ReadState, seq: u64, commit_seq: u64, now_ms: u64) -> Self {
+        LatestView { state, seq, commit_seq, now_ms }
     }
 
     /// The latest entry of `key`.
@@ -92,9 +95,15 @@ impl<'a> LatestView<'a> {
         get_in(self.state, key, self.seq, self.now_ms)
     }
 
-    /// Sequence number of the last applied commit (the new commit gets the next one).
+    /// Sequence number of the last applied commit.
     pub fn last_sequence(&self) -> u64 {
         self.seq
+    }
+
+    /// The sequence number the engine assigns to the commit being built: the batch the
+    /// builder returns is written with exactly this number (Deno KV's versionstamp).
+    pub fn commit_sequence(&self) -> u64 {
+        self.commit_seq
     }
 
     /// The time expiry is evaluated at.

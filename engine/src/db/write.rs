@@ -8,16 +8,18 @@
 //! only advances over a prefix of commits that are all applied and, where asked, synced,
 //! so readers never see part of a batch or a commit that is not yet durable.
 
+use super::lock_order::OrderedGuard;
 use super::read::LatestView;
 use super::{CommitState, DbInner, ReadState};
 use crate::batch;
+use crate::invariants::invariant;
 use crate::key::MAX_SEQUENCE;
 use crate::memtable::Memtable;
 use crate::options::{SyncMode, WriteOptions};
 use crate::stats::Counters;
 use crate::{Error, Result, WriteBatch};
 use parking_lot::MutexGuard;
-use stampkv_wal::LogPosition;
+use stampkv_wal::{LogPosition, WalError};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -68,13 +70,21 @@ impl DbInner {
         let mut busy = BusyCommit::enter(&self.busy_commits);
         let mut commit = self.commit.lock();
         self.make_room(&mut commit)?;
-        let state = self.read_state.read().clone();
-        let view = LatestView::new(&state, commit.last_seq, self.clock.now_ms());
-        let (mut batch, extra) = build(&view)?;
+        // The sequence number this commit gets, fixed before the builder runs so that the
+        // builder can put it into the batch (Deno KV's versionstamped keys and queue ids).
         let seq = commit.last_seq + 1;
         if seq > MAX_SEQUENCE {
             return Err(Error::InvalidArgument("sequence numbers exhausted".into()).into());
         }
+        let state = self.read_state.read().clone();
+        let view = LatestView::new(&state, commit.last_seq, seq, self.clock.now_ms());
+        let (mut batch, extra) = build(&view)?;
+        // Sequence numbers strictly increase, one per commit, with no gap.
+        invariant!(
+            seq == commit.last_seq + 1 && seq > commit.mem.base_seq(),
+            "commit sequence {seq} does not follow the last one, {}",
+            commit.last_seq
+        );
         let user_bytes = batch.user_bytes();
         let payload = batch.encode_with_seq(seq);
         if payload.len() > MAX_BATCH_BYTES {
@@ -84,8 +94,7 @@ impl DbInner {
         }
         // A commit that waits for a sync leaves writing its record to the syncer, which
         // writes every waiting record with one call: a shorter critical section here.
-        let appended = if needs_sync { self.wal.append_deferred(payload) } else { self.wal.append(payload) };
-        let end = appended.map_err(|e| self.poison(e.into()))?;
+        let end = self.append_to_wal(&mut commit, payload, needs_sync)?;
         if batch.len() <= 1 {
             commit.mem.apply(seq, batch.iter());
         } else {
@@ -95,6 +104,15 @@ impl DbInner {
         commit.last_seq = seq;
         {
             let mut publish = self.publish.lock();
+            // Commits reach this point in sequence order (under the commit lock), so the
+            // pending syncs queue up in sequence and log order.
+            invariant!(
+                seq > publish.applied_seq
+                    && publish.pending_sync.back().is_none_or(|&(last, last_end)| last < seq && last_end <= end),
+                "group commit: commit {seq} (ends at {end:?}) queued out of order after applied {} / pending {:?}",
+                publish.applied_seq,
+                publish.pending_sync.back()
+            );
             if needs_sync {
                 publish.pending_sync.push_back((seq, end));
             }
@@ -120,6 +138,38 @@ impl DbInner {
         };
         self.publish(seq, synced_to)?;
         Ok((seq, extra))
+    }
+
+    /// Appends a commit's record to the WAL (deferred to the syncer if it will wait for a
+    /// sync). A full segment is rotated, with a memtable switch, and the append retried.
+    /// Only an I/O failure poisons the database: a record the log cannot take is the
+    /// caller's argument, reported as [`Error::InvalidArgument`] with nothing written.
+    fn append_to_wal(
+        &self,
+        commit: &mut OrderedGuard<'_, CommitState>,
+        payload: &[u8],
+        needs_sync: bool,
+    ) -> Result<LogPosition> {
+        let append = || if needs_sync { self.wal.append_deferred(payload) } else { self.wal.append(payload) };
+        match append() {
+            Ok(end) => Ok(end),
+            Err(WalError::SegmentFull { .. }) => {
+                self.switch_memtable(commit)?;
+                if !self.threads_mode() {
+                    self.run_inline_work()?;
+                }
+                append().map_err(|e| self.wal_failure(e))
+            }
+            Err(e) => Err(self.wal_failure(e)),
+        }
+    }
+
+    /// The error of a failed append: I/O failures poison, argument errors do not.
+    fn wal_failure(&self, error: WalError) -> Error {
+        match error {
+            WalError::RecordTooLarge { .. } | WalError::SegmentFull { .. } => error.into(),
+            other => self.poison(other.into()),
+        }
     }
 
     /// Before starting an `fdatasync`, gives the commits that are busy — on their way to
@@ -149,6 +199,17 @@ impl DbInner {
             Some(&(first_unsynced, _)) => first_unsynced - 1,
             None => publish.applied_seq,
         };
+        // Readers never see a commit that is not applied, nor one at or after the first
+        // commit still waiting for its sync.
+        invariant!(
+            publishable <= publish.applied_seq
+                && publish.pending_sync.front().is_none_or(|&(first, first_end)| {
+                    publishable < first && first_end > synced_to
+                }),
+            "group commit: publishing {publishable} past applied {} or unsynced {:?} (synced to {synced_to:?})",
+            publish.applied_seq,
+            publish.pending_sync.front()
+        );
         if self.visible_seq.fetch_max(publishable, Ordering::AcqRel) < publishable {
             self.publish_cv.notify_all();
         }
@@ -156,14 +217,14 @@ impl DbInner {
             if self.is_poisoned() {
                 return Err(Error::Poisoned { reason: "an earlier commit failed to sync".into() });
             }
-            self.publish_cv.wait_for(&mut publish, Duration::from_millis(100));
+            self.publish_cv.wait_for(publish.raw(), Duration::from_millis(100));
         }
         Ok(())
     }
 
     /// Makes sure the memtable has room, freezing it when full; applies backpressure when
     /// flushes or level-0 compactions fall behind.
-    fn make_room(&self, commit: &mut MutexGuard<'_, CommitState>) -> Result<()> {
+    fn make_room(&self, commit: &mut OrderedGuard<'_, CommitState>) -> Result<()> {
         let mut slowed_down = false;
         loop {
             self.check_writable(commit)?;
@@ -176,7 +237,7 @@ impl DbInner {
                 // Spread the pain: delay this write by 1 ms instead of stopping later.
                 slowed_down = true;
                 let start = Instant::now();
-                MutexGuard::unlocked(commit, || std::thread::sleep(Duration::from_millis(1)));
+                MutexGuard::unlocked(commit.raw(), || std::thread::sleep(Duration::from_millis(1)));
                 Counters::add(&self.counters.slowdowns, 1);
                 Counters::add(&self.counters.stall_micros, start.elapsed().as_micros() as u64);
                 continue;
@@ -191,7 +252,7 @@ impl DbInner {
                 let start = Instant::now();
                 self.request_flush();
                 self.request_compaction();
-                self.room_cv.wait_for(commit, Duration::from_millis(100));
+                self.room_cv.wait_for(commit.raw(), Duration::from_millis(100));
                 Counters::add(&self.counters.stalls, 1);
                 Counters::add(&self.counters.stall_micros, start.elapsed().as_micros() as u64);
                 continue;
@@ -236,7 +297,7 @@ impl DbInner {
         }
         while !self.read_state.read().imms.is_empty() {
             self.check_writable(&commit)?;
-            self.room_cv.wait_for(&mut commit, Duration::from_millis(100));
+            self.room_cv.wait_for(commit.raw(), Duration::from_millis(100));
         }
         Ok(())
     }

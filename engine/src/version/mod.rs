@@ -26,14 +26,15 @@ pub struct Version {
 
 impl Version {
     /// Builds a version from per-level file lists, sorting them into their level order.
-    pub(crate) fn from_levels(mut levels: [Vec<Arc<TableFile>>; NUM_LEVELS]) -> Self {
+    /// Fails, naming the two files, if the files of a level >= 1 overlap.
+    pub(crate) fn from_levels(mut levels: [Vec<Arc<TableFile>>; NUM_LEVELS]) -> Result<Self, String> {
         levels[0].sort_by_key(|f| std::cmp::Reverse(f.desc.number));
         for level in levels.iter_mut().skip(1) {
             level.sort_by(|a, b| a.desc.smallest_key.cmp(&b.desc.smallest_key));
         }
         let version = Version { levels };
-        debug_assert!(version.check_disjoint_levels().is_ok());
-        version
+        version.check_disjoint_levels()?;
+        Ok(version)
     }
 
     /// Files of `level`.
@@ -56,8 +57,9 @@ impl Version {
         self.levels.iter().enumerate().flat_map(|(l, files)| files.iter().map(move |f| (l, f)))
     }
 
-    /// Verifies the sorted-level invariant (used by debug builds and tests).
-    pub(crate) fn check_disjoint_levels(&self) -> Result<(), String> {
+    /// Verifies the sorted-level invariant: the files of each level >= 1 are in key order
+    /// and their user-key ranges are disjoint.
+    fn check_disjoint_levels(&self) -> Result<(), String> {
         for (level, files) in self.levels.iter().enumerate().skip(1) {
             for pair in files.windows(2) {
                 if pair[0].desc.largest_key >= pair[1].desc.smallest_key {

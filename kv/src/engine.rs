@@ -1,0 +1,89 @@
+//! The storage engine under a [`Kv`]: its options, sync modes, clocks, statistics and file
+//! systems, and [`KvEngine`], a read-only and maintenance view of a database's engine.
+//!
+//! The engine itself ([`stampkv_engine::Db`]) is not handed out: its key space holds
+//! stampkv's own records under the reserved `0xFF` prefix (queue messages and their index),
+//! and a raw write there would corrupt the queue behind its back. So nothing here writes:
+//!
+//! ```compile_fail
+//! let kv = stampkv::Kv::open_in_memory(Default::default()).unwrap();
+//! kv.engine().put(&[0xFF, b'q'], b"forged");
+//! ```
+
+use crate::{Kv, KvError};
+use std::ops::RangeBounds;
+
+pub use stampkv_engine::fs;
+pub use stampkv_engine::{
+    BackgroundMode, Clock, DbIter, Entry, Error, ManualClock, Options, RecoveryMode, RecoveryReport,
+    Snapshot, SpaceUsage, Stats, SyncMode, SystemClock, TableOptions,
+};
+
+/// Read-only and maintenance access to the engine under a [`Kv`]: statistics, flush,
+/// compaction, and raw reads of engine keys (a key's tuple encoding, or stampkv's own
+/// records under `0xFF`). Returned by [`Kv::engine`].
+#[derive(Debug, Clone, Copy)]
+pub struct KvEngine<'a> {
+    kv: &'a Kv,
+}
+
+impl<'a> KvEngine<'a> {
+    pub(crate) fn new(kv: &'a Kv) -> Self {
+        KvEngine { kv }
+    }
+
+    fn db(&self) -> &'a stampkv_engine::Db {
+        &self.kv.inner.db
+    }
+
+    /// Statistics: bytes written, flushes, compactions, stalls, files per level.
+    pub fn stats(&self) -> Stats {
+        self.db().stats()
+    }
+
+    /// Live and total bytes by a scan of every table.
+    pub fn space_usage(&self) -> Result<SpaceUsage, KvError> {
+        Ok(self.db().space_usage()?)
+    }
+
+    /// What recovery found when the database was opened.
+    pub fn recovery_report(&self) -> &'a RecoveryReport {
+        self.db().recovery_report()
+    }
+
+    /// Sequence number of the last visible commit (the versionstamp of the newest commit
+    /// is this number followed by two zero bytes).
+    pub fn last_sequence(&self) -> u64 {
+        self.db().last_sequence()
+    }
+
+    /// Freezes the memtable and waits until it is written to a table.
+    pub fn flush(&self) -> Result<(), KvError> {
+        Ok(self.db().flush()?)
+    }
+
+    /// Compacts every level down to the last one.
+    pub fn compact(&self) -> Result<(), KvError> {
+        Ok(self.db().compact()?)
+    }
+
+    /// Syncs the write-ahead log (commits made without a sync become durable).
+    pub fn sync_wal(&self) -> Result<(), KvError> {
+        Ok(self.db().sync_wal()?)
+    }
+
+    /// The entry stored under the raw engine key `key`, if it is live.
+    pub fn get_entry(&self, key: &[u8]) -> Result<Option<Entry>, KvError> {
+        Ok(self.db().get_entry(key)?)
+    }
+
+    /// The live entries of raw engine keys in `range`, in key order (reversible).
+    pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> DbIter {
+        self.db().range(range)
+    }
+
+    /// A consistent read-only view at the current sequence number.
+    pub fn snapshot(&self) -> Snapshot {
+        self.db().snapshot()
+    }
+}
