@@ -12,7 +12,7 @@
 use crate::db::{Kv, SetOptions};
 use crate::entry::{KvEntryMaybe, ToKvValue};
 use crate::queue::{Enqueue, EnqueueOptions};
-use crate::{Key, KeyPart, KvError, KvValue, Versionstamp};
+use crate::{InvalidVersionstamp, Key, KeyPart, KvError, KvValue, Versionstamp};
 use stampkv_engine::{LatestView, WriteBatch, WriteOptions};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -52,7 +52,9 @@ pub struct Mutation {
     pub key: Key,
     /// What to do.
     pub kind: MutationKind,
-    /// For sets: expire this long after the commit.
+    /// For `Set` and `SetSuffixVersionstampedKey`: expire this long after the commit. It
+    /// must be a whole number of milliseconds and end by +262142-12-31T23:59:59.999Z (see
+    /// [`SetOptions::expire_in`]). Other kinds ignore it, as Deno's `mutate()` does.
     pub expire_in: Option<Duration>,
 }
 
@@ -81,14 +83,29 @@ impl CommitResult {
 }
 
 /// An atomic operation being built; nothing happens until [`AtomicOperation::commit`].
+///
+/// Errors are reported by `commit`, in Deno's order: first what Deno throws while the
+/// operation is built (a value that cannot be serialized, an `expire_in` that is not a
+/// whole number of milliseconds), then the count limits (checks, mutations), then malformed
+/// checks (`Invalid check`), malformed mutations (`Invalid mutation: ...`), key, value and
+/// total sizes.
 #[must_use = "an atomic operation does nothing until it is committed"]
 pub struct AtomicOperation<'a> {
     kv: &'a Kv,
-    checks: Vec<Check>,
+    checks: Vec<PendingCheck>,
     mutations: Vec<Mutation>,
     enqueues: Vec<Enqueue>,
-    /// The first error met while building (reported by `commit`, as Deno reports it).
+    /// The first error Deno throws while building, before `commit` runs.
     error: Option<KvError>,
+    /// The first error of an enqueue (reported after the count limits).
+    enqueue_error: Option<KvError>,
+}
+
+/// A check as given. A malformed versionstamp still counts as a check; it fails the
+/// commit with `Invalid check` after the count limits, as in Deno.
+struct PendingCheck {
+    key: Key,
+    versionstamp: Result<Option<Versionstamp>, InvalidVersionstamp>,
 }
 
 /// Why the engine commit was abandoned.
@@ -111,7 +128,14 @@ impl From<KvError> for Abort {
 
 impl<'a> AtomicOperation<'a> {
     pub(crate) fn new(kv: &'a Kv) -> Self {
-        AtomicOperation { kv, checks: Vec::new(), mutations: Vec::new(), enqueues: Vec::new(), error: None }
+        AtomicOperation {
+            kv,
+            checks: Vec::new(),
+            mutations: Vec::new(),
+            enqueues: Vec::new(),
+            error: None,
+            enqueue_error: None,
+        }
     }
 
     fn remember(&mut self, error: KvError) {
@@ -134,17 +158,17 @@ impl<'a> AtomicOperation<'a> {
 
     /// Requires `key` to have `versionstamp` (`None`: to be absent) when the commit runs.
     pub fn check(mut self, key: &Key, versionstamp: Option<Versionstamp>) -> Self {
-        self.checks.push(Check { key: key.clone(), versionstamp });
+        self.checks.push(PendingCheck { key: key.clone(), versionstamp: Ok(versionstamp) });
         self
     }
 
     /// [`AtomicOperation::check`] with a versionstamp in hex (case-insensitive), as Deno
     /// accepts it; anything but 20 hex characters fails the commit with `Invalid check`.
+    /// A malformed check still counts toward the 100 checks, and the count limits are
+    /// reported before it, as in Deno.
     pub fn check_hex(mut self, key: &Key, versionstamp: Option<&str>) -> Self {
-        match versionstamp.map(str::parse::<Versionstamp>).transpose() {
-            Ok(versionstamp) => self.checks.push(Check { key: key.clone(), versionstamp }),
-            Err(_) => self.remember(KvError::InvalidCheck),
-        }
+        let versionstamp = versionstamp.map(str::parse::<Versionstamp>).transpose();
+        self.checks.push(PendingCheck { key: key.clone(), versionstamp });
         self
     }
 
@@ -159,8 +183,13 @@ impl<'a> AtomicOperation<'a> {
         self.push_value(key, value, MutationKind::Set, None)
     }
 
-    /// Sets `key` to `value` with options (expiry).
-    pub fn set_with(self, key: &Key, value: &(impl ToKvValue + ?Sized), options: SetOptions) -> Self {
+    /// Sets `key` to `value` with options (expiry). An `expire_in` that is not a whole
+    /// number of milliseconds fails the commit (see [`SetOptions::expire_in`]).
+    pub fn set_with(mut self, key: &Key, value: &(impl ToKvValue + ?Sized), options: SetOptions) -> Self {
+        if let Err(e) = check_whole_millis(options.expire_in) {
+            self.remember(e);
+            return self;
+        }
         self.push_value(key, value, MutationKind::Set, options.expire_in)
     }
 
@@ -208,28 +237,41 @@ impl<'a> AtomicOperation<'a> {
     pub fn enqueue(mut self, value: &(impl ToKvValue + ?Sized), options: EnqueueOptions) -> Self {
         match Enqueue::new(self.kv, value, options) {
             Ok(enqueue) => self.enqueues.push(enqueue),
-            Err(e) => self.remember(e),
+            Err(e) => {
+                self.enqueue_error.get_or_insert(e);
+            }
         }
         self
     }
 
-    /// Adds any mutation.
+    /// Adds any mutation. A `Set` or `SetSuffixVersionstampedKey` whose `expire_in` is not
+    /// a whole number of milliseconds fails the commit, as Deno's `mutate()` throws.
     pub fn mutate(mut self, mutation: Mutation) -> Self {
+        if carries_expiry(&mutation.kind) {
+            if let Err(e) = check_whole_millis(mutation.expire_in) {
+                self.remember(e);
+                return self;
+            }
+        }
         self.mutations.push(mutation);
         self
     }
 
     /// Runs the operation: all of it, or — when a check fails — none of it.
     pub fn commit(self) -> Result<CommitResult, KvError> {
-        let AtomicOperation { kv, checks, mutations, enqueues, error } = self;
+        let AtomicOperation { kv, checks, mutations, enqueues, error, enqueue_error } = self;
         let limits = &kv.inner.limits;
+        // Deno throws these from the builder call, before the commit starts.
+        if let Some(error) = error {
+            return Err(error);
+        }
         if checks.len() > limits.max_checks {
             return Err(KvError::TooManyChecks { max: limits.max_checks });
         }
         if mutations.len() + enqueues.len() > limits.max_mutations {
             return Err(KvError::TooManyMutations { max: limits.max_mutations });
         }
-        if let Some(error) = error {
+        if let Some(error) = enqueue_error {
             return Err(error);
         }
         let plan = Plan::validate(kv, checks, mutations, enqueues)?;
@@ -267,36 +309,46 @@ impl Plan {
     /// Checks every key, value and total against the limits, in Deno's order.
     fn validate(
         kv: &Kv,
-        checks: Vec<Check>,
+        checks: Vec<PendingCheck>,
         mutations: Vec<Mutation>,
         enqueues: Vec<Enqueue>,
     ) -> Result<Plan, KvError> {
         let limits = &kv.inner.limits;
-        let write_key = |key: &Key| -> Result<Vec<u8>, KvError> {
-            if key.is_empty() {
+        let now_ms = kv.inner.db.clock().now_ms();
+        let mut plan = Plan { checks: Vec::new(), mutations: Vec::new(), enqueues: Vec::new() };
+        // 1. Parse checks, then mutations: a malformed check or a key that cannot be
+        // encoded fails here, before any key or value size is looked at.
+        for check in checks {
+            let versionstamp = check.versionstamp.map_err(|_| KvError::InvalidCheck)?;
+            let encoded = check.key.encode().map_err(|_| KvError::InvalidCheck)?;
+            plan.checks.push((encoded, versionstamp));
+        }
+        for mutation in mutations {
+            let encoded = mutation.key.encode().map_err(KvError::InvalidMutationKey)?;
+            let expire_in_ms = match mutation.expire_in {
+                Some(expire_in) if carries_expiry(&mutation.kind) => {
+                    Some(expire_in_millis(expire_in, now_ms)?)
+                }
+                _ => None,
+            };
+            plan.mutations.push((encoded, mutation.kind, expire_in_ms));
+        }
+        // 2. Every check and mutation key: not empty, not too large.
+        let (mut total, mut total_keys) = (0usize, 0usize);
+        let check_keys = plan.checks.iter().map(|(key, _)| key);
+        let mutation_keys = plan.mutations.iter().map(|(key, _, _)| key);
+        for encoded in check_keys.chain(mutation_keys) {
+            if encoded.is_empty() {
                 return Err(KvError::EmptyKey);
             }
-            let encoded = key.encode()?;
             if encoded.len() > limits.max_write_key_bytes {
                 return Err(KvError::KeyTooLargeForWrite { max: limits.max_write_key_bytes });
             }
-            Ok(encoded)
-        };
-        let (mut total, mut total_keys) = (0usize, 0usize);
-        let mut plan = Plan { checks: Vec::new(), mutations: Vec::new(), enqueues: Vec::new() };
-        for check in checks {
-            let encoded = write_key(&check.key)?;
             total += encoded.len();
-            plan.checks.push((encoded, check.versionstamp));
         }
-        let mut encoded_mutations = Vec::with_capacity(mutations.len());
-        for mutation in &mutations {
-            let encoded = write_key(&mutation.key)?;
-            total += encoded.len();
-            encoded_mutations.push(encoded);
-        }
-        for (mutation, encoded) in mutations.into_iter().zip(encoded_mutations) {
-            if let Some(value) = carried_value(&mutation.kind) {
+        // 3. Values, counted with their keys.
+        for (encoded, kind, _) in &plan.mutations {
+            if let Some(value) = carried_value(kind) {
                 let size = stored_size(value);
                 if size > limits.max_value_bytes {
                     return Err(KvError::ValueTooLarge { max: limits.max_value_bytes });
@@ -304,8 +356,6 @@ impl Plan {
                 total += encoded.len() + size;
                 total_keys += encoded.len();
             }
-            let expire_in_ms = mutation.expire_in.map(expire_in_millis).transpose()?;
-            plan.mutations.push((encoded, mutation.kind, expire_in_ms));
         }
         total += enqueues.iter().map(Enqueue::counted_bytes).sum::<usize>();
         plan.enqueues = enqueues;
@@ -391,15 +441,36 @@ fn stored_size(value: &KvValue) -> usize {
     }
 }
 
-/// `expire_in` in milliseconds, refusing what no clock can reach.
-fn expire_in_millis(expire_in: Duration) -> Result<u64, KvError> {
-    let ms = expire_in.as_millis();
-    // JavaScript's largest safe integer bounds Deno's expiry times.
-    const MAX_MS: u128 = (1 << 53) - 1;
-    if ms > MAX_MS {
+/// The latest expiry time Deno accepts, in milliseconds since the Unix epoch:
+/// +262142-12-31T23:59:59.999Z, the last millisecond of its date type.
+const MAX_EXPIRES_AT_MS: u64 = 8_210_266_876_799_999;
+
+/// Whether a mutation kind stores an expiry (Deno's `mutate()` drops `expireIn` otherwise).
+fn carries_expiry(kind: &MutationKind) -> bool {
+    matches!(kind, MutationKind::Set(_) | MutationKind::SetSuffixVersionstampedKey(_))
+}
+
+/// Refuses an `expire_in` with a fraction of a millisecond, with Deno's text for a
+/// non-integer `expireIn` (the value in decimal milliseconds: `received 1.5`).
+fn check_whole_millis(expire_in: Option<Duration>) -> Result<(), KvError> {
+    let Some(expire_in) = expire_in else { return Ok(()) };
+    let fraction_ns = expire_in.subsec_nanos() % 1_000_000;
+    if fraction_ns == 0 {
+        return Ok(());
+    }
+    let fraction = format!("{fraction_ns:06}");
+    let received = format!("{}.{}", expire_in.as_millis(), fraction.trim_end_matches('0'));
+    Err(KvError::InvalidExpireIn { received })
+}
+
+/// `expire_in` in whole milliseconds, refusing an expiry after [`MAX_EXPIRES_AT_MS`] when
+/// counted from `now_ms`, with Deno's text (which shows at most `u64::MAX`).
+fn expire_in_millis(expire_in: Duration, now_ms: u64) -> Result<u64, KvError> {
+    let ms = u64::try_from(expire_in.as_millis()).unwrap_or(u64::MAX);
+    if now_ms.checked_add(ms).is_none_or(|at| at > MAX_EXPIRES_AT_MS) {
         return Err(KvError::InvalidMutation(format!("expireIn is too large: {ms}")));
     }
-    Ok(ms as u64)
+    Ok(ms)
 }
 
 /// The value of `key` as the commit sees it so far: the overlay first, then the database.

@@ -60,10 +60,21 @@ pub enum KvError {
         /// The limit.
         max: usize,
     },
-    /// A check's versionstamp is not 20 hex characters.
+    /// A check whose versionstamp is not 20 hex characters, or whose key cannot be encoded
+    /// (Deno reports both as `Invalid check`).
     InvalidCheck,
     /// A mutation that makes no sense (the text after `Invalid mutation: `).
     InvalidMutation(String),
+    /// A mutation whose key cannot be encoded: `Invalid mutation: ` and the key's error
+    /// (a bigint part over 255 bytes: `Invalid mutation: BigUint requires more than 255
+    /// bytes to be represented`), as Deno reports it for `set`, `delete`, `sum`, ....
+    InvalidMutationKey(KeyError),
+    /// An `expire_in` that is not a whole number of milliseconds (Deno's `expireIn` must be
+    /// a non-negative integer): `expireIn must be a non-negative integer: received 1.5`.
+    InvalidExpireIn {
+        /// The value given, in milliseconds, as JavaScript prints it (`1.5`).
+        received: String,
+    },
     /// A sum/min/max on a stored value that is not a `KvU64`.
     NonU64Value {
         /// `sum`, `min` or `max`.
@@ -140,6 +151,10 @@ impl fmt::Display for KvError {
             KvError::TooManyWatchedKeys { max } => write!(f, "Too many keys (max {max})"),
             KvError::InvalidCheck => f.write_str("Invalid check"),
             KvError::InvalidMutation(what) => write!(f, "Invalid mutation: {what}"),
+            KvError::InvalidMutationKey(e) => write!(f, "Invalid mutation: {e}"),
+            KvError::InvalidExpireIn { received } => {
+                write!(f, "expireIn must be a non-negative integer: received {received}")
+            }
             KvError::NonU64Value { operation } => {
                 write!(f, "Failed to perform '{operation}' mutation on a non-U64 value in the database")
             }
@@ -170,7 +185,7 @@ impl fmt::Display for KvError {
 impl std::error::Error for KvError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            KvError::Key(e) => Some(e),
+            KvError::Key(e) | KvError::InvalidMutationKey(e) => Some(e),
             KvError::Value(e) => Some(e),
             KvError::Engine(e) => Some(e),
             _ => None,
