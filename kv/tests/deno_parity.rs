@@ -1,12 +1,12 @@
 //! Edge cases where stampkv once disagreed with Deno: expiry bounds and the order in which
-//! `commit` reports errors. Every expected
+//! `list` and `commit` report errors. Every expected
 //! outcome and error text below was checked against Deno 2.9.6 (`deno run --unstable-kv`
 //! on `Deno.openKv(":memory:")`); the comments quote what Deno printed.
 
 use stampkv::engine::Options;
 use stampkv::{
-    key, EnqueueOptions, Key, KeyPart, Kv, KvBigInt, KvError, KvOptions, KvValue, ManualClock, Mutation,
-    MutationKind, SetOptions, Value,
+    key, EnqueueOptions, Key, KeyPart, Kv, KvBigInt, KvError, KvOptions, KvValue, ListOptions, ManualClock,
+    Mutation, MutationKind, Selector, SetOptions, Value,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -201,6 +201,183 @@ fn expire_in_is_ignored_on_mutations_that_store_no_expiry() {
         assert!(kv.atomic().mutate(delete).commit().unwrap().ok());
     }
     assert_eq!(kv.get::<KvValue>(&k).unwrap().value, Some(KvValue::U64(2)));
+}
+
+// ---------------------------------------------------------------------------------------
+// list(): the order of its checks
+
+fn list_error(kv: &Kv, selector: &Selector, options: &ListOptions) -> String {
+    match kv.list::<KvValue>(selector, options) {
+        Ok(mut iter) => match iter.next() {
+            Some(Err(e)) => e.to_string(),
+            other => {
+                panic!("listing {selector:?} with {options:?} did not fail: {:?}", other.map(|r| r.is_ok()))
+            }
+        },
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn list_reports_selector_and_cursor_errors_before_too_many_entries() {
+    // Deno 2.9.6, each with `{ batchSize: 1001 }` (and the option shown):
+    //   { start: ["b"], end: ["a"] }              -> TypeError: Start key is greater than end key
+    //   { prefix: ["a"], start: ["b"] }           -> TypeError: Start key is not in the keyspace defined by prefix
+    //   { prefix: ["a"], start: ["a"] }           -> (the same)
+    //   { prefix: ["a"], end: ["b"] }             -> TypeError: End key is not in the keyspace defined by prefix
+    //   { prefix: ["a"], start, end }             -> TypeError: Selector can not specify both 'start' and 'end' key when specifying 'prefix'
+    //   {}                                        -> TypeError: Selector must specify either 'prefix' or both 'start' and 'end' key
+    //   { prefix: ["a"] }, cursor "FQE", "!!!", "/w==", " AA==" -> TypeError: invalid cursor
+    //   { start: ["a", 2], end: ["a", 4] }, cursor "AA=="       -> TypeError: cursor out of bounds
+    //   the same, reverse, cursor "_w=="                        -> TypeError: cursor out of bounds
+    //   { prefix: ["a"], start: ["a", 3] }, cursor "AA=="       -> TypeError: cursor out of bounds
+    //   { prefix: ["a"], end: ["a", 3] }, reverse, cursor "_w==" -> TypeError: cursor out of bounds
+    //   { prefix: [Uint8Array(2100)] }                          -> TypeError: Key too large for read (max 2049 bytes)
+    //   { start/end: [Uint8Array(2100/2101)] }                  -> (the same)
+    //   { prefix: [2n ** 2100n] }                               -> TypeError: BigUint requires more than 255 bytes to be represented
+    let kv = open();
+    for i in 0..5 {
+        kv.set(&key!["a", i], &Value::from(i)).unwrap();
+    }
+    let batch = |cursor: Option<&str>, reverse: bool| ListOptions {
+        batch_size: Some(1001),
+        cursor: cursor.map(str::to_owned),
+        reverse,
+        ..ListOptions::default()
+    };
+    let plain = batch(None, false);
+    let cases: Vec<(Selector, ListOptions, &str)> = vec![
+        (Selector::range(key!["b"], key!["a"]), plain.clone(), "Start key is greater than end key"),
+        (
+            Selector::prefix(key!["a"]).with_start(key!["b"]),
+            plain.clone(),
+            "Start key is not in the keyspace defined by prefix",
+        ),
+        (
+            Selector::prefix(key!["a"]).with_start(key!["a"]),
+            plain.clone(),
+            "Start key is not in the keyspace defined by prefix",
+        ),
+        (
+            Selector::prefix(key!["a"]).with_end(key!["b"]),
+            plain.clone(),
+            "End key is not in the keyspace defined by prefix",
+        ),
+        (
+            Selector::prefix(key!["a"]).with_start(key!["a", 1]).with_end(key!["a", 2]),
+            plain.clone(),
+            "Selector can not specify both 'start' and 'end' key when specifying 'prefix'",
+        ),
+        (
+            Selector::default(),
+            plain.clone(),
+            "Selector must specify either 'prefix' or both 'start' and 'end' key",
+        ),
+        (Selector::prefix(key!["a"]), batch(Some("FQE"), false), "invalid cursor"),
+        (Selector::prefix(key!["a"]), batch(Some("!!!"), false), "invalid cursor"),
+        (Selector::prefix(key!["a"]), batch(Some("/w=="), false), "invalid cursor"),
+        (Selector::prefix(key!["a"]), batch(Some(" AA=="), false), "invalid cursor"),
+        (Selector::range(key!["a", 2], key!["a", 4]), batch(Some("AA=="), false), "cursor out of bounds"),
+        (Selector::range(key!["a", 2], key!["a", 4]), batch(Some("_w=="), true), "cursor out of bounds"),
+        (
+            Selector::prefix(key!["a"]).with_start(key!["a", 3]),
+            batch(Some("AA=="), false),
+            "cursor out of bounds",
+        ),
+        (
+            Selector::prefix(key!["a"]).with_end(key!["a", 3]),
+            batch(Some("_w=="), true),
+            "cursor out of bounds",
+        ),
+        (Selector::prefix(big_bytes_key(2100)), plain.clone(), "Key too large for read (max 2049 bytes)"),
+        (
+            Selector::range(big_bytes_key(2100), big_bytes_key(2101)),
+            plain.clone(),
+            "Key too large for read (max 2049 bytes)",
+        ),
+        (
+            Selector::prefix(Key(vec![huge_bigint()])),
+            plain.clone(),
+            "BigUint requires more than 255 bytes to be represented",
+        ),
+    ];
+    for (selector, options, expected) in cases {
+        assert_eq!(list_error(&kv, &selector, &options), expected, "{selector:?} {options:?}");
+    }
+}
+
+#[test]
+fn list_checks_limit_then_batch_size_then_selector_and_too_many_entries_last() {
+    // Deno 2.9.6:
+    //   { limit: 0, batchSize: 1001 }        -> Error: Limit must be a positive integer: received 0
+    //   { limit: 0, batchSize: 0 }           -> Error: Limit must be a positive integer: received 0
+    //   {} with { batchSize: 0 }             -> Error: batchSize must be a positive integer: received 0
+    //   {} with { limit: 0 }                 -> Error: Limit must be a positive integer: received 0
+    //   {} with { batchSize: 1001, cursor: "FQE" } -> TypeError: Selector must specify either 'prefix' or both 'start' and 'end' key
+    //   { start: ["b"], end: ["a"] }, cursor "FQE"  -> TypeError: Start key is greater than end key
+    //   start > end, both 2100-byte keys            -> TypeError: Start key is greater than end key
+    //   { prefix: [Uint8Array(2100)] }, cursor "FQE" -> TypeError: invalid cursor
+    //   { prefix: [Uint8Array(2040)] }, a 20-byte cursor -> TypeError: Key too large for read (max 2049 bytes)
+    //   { prefix: ["a"] }, { limit: 5, batchSize: 1001 } -> TypeError: Too many entries (max 1000)
+    //   { prefix: ["a"] }, { batchSize: 1001, cursor: "" } -> TypeError: Too many entries (max 1000)
+    //   { start: ["a", 1], end: ["a", 1] }, { batchSize: 1001 } -> TypeError: Too many entries (max 1000)
+    //   { prefix: ["a"] }, { limit: 1001 } and { limit: 1001, batchSize: 1000 } -> all 5 entries
+    let kv = open();
+    for i in 0..5 {
+        kv.set(&key!["a", i], &Value::from(i)).unwrap();
+    }
+    let options = |limit: Option<usize>, batch_size: Option<usize>, cursor: Option<&str>| ListOptions {
+        limit,
+        batch_size,
+        cursor: cursor.map(str::to_owned),
+        ..ListOptions::default()
+    };
+    let a = Selector::prefix(key!["a"]);
+    let limit_0 = "Limit must be a positive integer: received 0";
+    let batch_0 = "batchSize must be a positive integer: received 0";
+    let too_many = "Too many entries (max 1000)";
+    let cases: Vec<(Selector, ListOptions, &str)> = vec![
+        (a.clone(), options(Some(0), Some(1001), None), limit_0),
+        (a.clone(), options(Some(0), Some(0), None), limit_0),
+        (Selector::default(), options(None, Some(0), None), batch_0),
+        (Selector::default(), options(Some(0), None, None), limit_0),
+        (
+            Selector::default(),
+            options(None, Some(1001), Some("FQE")),
+            "Selector must specify either 'prefix' or both 'start' and 'end' key",
+        ),
+        (
+            Selector::range(key!["b"], key!["a"]),
+            options(None, None, Some("FQE")),
+            "Start key is greater than end key",
+        ),
+        (
+            Selector::range(key![vec![2u8; 2100]], key![vec![1u8; 2100]]),
+            options(None, None, None),
+            "Start key is greater than end key",
+        ),
+        (Selector::prefix(big_bytes_key(2100)), options(None, None, Some("FQE")), "invalid cursor"),
+        (
+            Selector::prefix(big_bytes_key(2040)),
+            options(None, None, Some("eHh4eHh4eHh4eHh4eHh4eHh4eHg=")),
+            "Key too large for read (max 2049 bytes)",
+        ),
+        (a.clone(), options(Some(5), Some(1001), None), too_many),
+        (a.clone(), options(None, Some(1001), Some("")), too_many),
+        (Selector::range(key!["a", 1], key!["a", 1]), options(None, Some(1001), None), too_many),
+    ];
+    for (selector, options, expected) in cases {
+        assert_eq!(list_error(&kv, &selector, &options), expected, "{selector:?} {options:?}");
+    }
+    let error = kv.list::<KvValue>(&a, &options(Some(0), Some(1001), None)).err().unwrap();
+    assert_eq!(error.js_class(), "Error");
+    for ok in [
+        options(Some(1001), None, None),
+        options(Some(1001), Some(1000), None),
+        options(None, Some(1000), None),
+    ] {
+        assert_eq!(kv.list::<KvValue>(&a, &ok).unwrap().count(), 5, "{ok:?}");
+    }
 }
 
 // ---------------------------------------------------------------------------------------
