@@ -12,7 +12,7 @@
 use crate::db::{Kv, SetOptions};
 use crate::entry::{KvEntryMaybe, ToKvValue};
 use crate::queue::{Enqueue, EnqueueOptions};
-use crate::{InvalidVersionstamp, Key, KeyPart, KvError, KvValue, Versionstamp};
+use crate::{InvalidVersionstamp, Key, KeyPart, KvBigInt, KvError, KvValue, Value, Versionstamp};
 use stampkv_engine::{LatestView, WriteBatch, WriteOptions};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -206,6 +206,49 @@ impl<'a> AtomicOperation<'a> {
             kind: MutationKind::Sum(KvValue::U64(operand)),
             expire_in: None,
         })
+    }
+
+    /// Adds the number `operand` to the number stored at `key`: Deno's
+    /// `mutate({ type: "sum", key, value: operand })` with a JavaScript number. A missing
+    /// key takes `operand`; a stored number becomes the `f64` sum (overflowing to
+    /// `Infinity`, `NaN` allowed) and is stored as a V8 double. A stored bigint, `KvU64`
+    /// or anything else fails the commit with Deno's text (`Cannot sum BigInt with
+    /// Number`, ...; see [`crate::SumError`]). There is no `min_number`/`max_number`: Deno
+    /// refuses min and max on anything but a `KvU64`.
+    ///
+    /// ```
+    /// use stampkv::{key, Kv, KvOptions, Value};
+    ///
+    /// let kv = Kv::open_in_memory(KvOptions::default())?;
+    /// kv.atomic().sum_number(&key!["score"], 1.5).commit()?;
+    /// kv.atomic().sum_number(&key!["score"], 2.0).commit()?;
+    /// assert_eq!(kv.get::<Value>(&key!["score"])?.value, Some(Value::Number(3.5)));
+    /// # Ok::<(), stampkv::KvError>(())
+    /// ```
+    pub fn sum_number(self, key: &Key, operand: f64) -> Self {
+        self.push_value(key, &Value::Number(operand), MutationKind::Sum, None)
+    }
+
+    /// Adds the bigint `operand` to the bigint stored at `key`: Deno's
+    /// `mutate({ type: "sum", key, value: operand })` with a JavaScript bigint. A missing
+    /// key takes `operand`; a stored bigint becomes the exact sum. A stored `KvU64` with
+    /// an operand in `0..2^64` is added to modulo 2^64, as Deno does (any other operand:
+    /// `Cannot sum KvU64 with BigInt`). A stored number or anything else fails the commit
+    /// with Deno's text (see [`crate::SumError`]). Any primitive integer, or a parsed
+    /// [`KvBigInt`], is an operand.
+    ///
+    /// ```
+    /// use stampkv::{key, Kv, KvBigInt, KvOptions, Value};
+    ///
+    /// let kv = Kv::open_in_memory(KvOptions::default())?;
+    /// let big: KvBigInt = "100000000000000000000000000000".parse().unwrap();
+    /// kv.atomic().sum_bigint(&key!["total"], big).sum_bigint(&key!["total"], -1).commit()?;
+    /// let total = kv.get::<Value>(&key!["total"])?.value;
+    /// assert_eq!(total, Some(Value::BigInt("99999999999999999999999999999".parse().unwrap())));
+    /// # Ok::<(), stampkv::KvError>(())
+    /// ```
+    pub fn sum_bigint(self, key: &Key, operand: impl Into<KvBigInt>) -> Self {
+        self.push_value(key, &Value::BigInt(operand.into()), MutationKind::Sum, None)
     }
 
     /// Keeps the smaller of the `KvU64` at `key` and `operand`.

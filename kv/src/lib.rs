@@ -38,6 +38,7 @@ mod watch;
 
 pub use atomic::{AtomicOperation, Check, CommitResult, Mutation, MutationKind};
 pub use bigint::KvBigInt;
+pub use bigint::{ParseBigIntError, TryFromBigIntError};
 pub use db::{Kv, KvOptions, SetOptions};
 pub use entry::{FromKvValue, KvEntry, KvEntryMaybe, ToKvValue};
 pub use error::KvError;

@@ -1,5 +1,5 @@
-//! Edge cases where stampkv once disagreed with Deno: expiry bounds and the order in which
-//! `list` and `commit` report errors. Every expected
+//! Edge cases where stampkv once disagreed with Deno: expiry bounds, the order in which
+//! `list` and `commit` report errors, and sums on V8 numbers and bigints. Every expected
 //! outcome and error text below was checked against Deno 2.9.6 (`deno run --unstable-kv`
 //! on `Deno.openKv(":memory:")`); the comments quote what Deno printed.
 
@@ -559,4 +559,91 @@ fn mutations_are_parsed_in_order_before_key_and_value_sizes() {
         total = total.set(&key!["big", i], &KvValue::Bytes(vec![0; 65536]));
     }
     assert_eq!(commit_error(total), key_too_large);
+}
+
+// ---------------------------------------------------------------------------------------
+// Sums on V8 numbers and bigints
+
+#[test]
+fn sum_number_and_sum_bigint_behave_as_deno_s_mutate_sum() {
+    // Deno 2.9.6:
+    //   mutate({ type: "sum", key: ["n"], value: 1.5 }) on a missing key -> get: 1.5
+    //   mutate({ type: "sum", key: ["n"], value: 2 })                  -> get: 3.5
+    //   sum -5n then 2n ** 70n in one commit on a missing key         -> 1180591620717411303419n
+    //   mutate({ type: "sum", key: ["b"], value: 1 }) on that bigint  -> TypeError: Cannot sum BigInt with Number
+    //   atomic().sum(["n"], 1n) (a KvU64) on the number               -> TypeError: Failed to perform 'sum' mutation on a non-U64 value in the database
+    //   atomic().min(["n"], 1n) on the number                         -> TypeError: Failed to perform 'min' mutation on a non-U64 value in the database
+    //   KvU64(5n) stored, mutate({ type: "sum", value: 7n })          -> KvU64(12n)
+    //   mutate({ type: "min" | "max", value: 1 | 1n })                -> TypeError: Failed to perform 'min' (resp. 'max') mutation on a non-U64 operand
+    //   sum Infinity then NaN on 3.5                                  -> get: NaN
+    let kv = open();
+    let n = key!["n"];
+    assert!(kv.atomic().sum_number(&n, 1.5).commit().unwrap().ok());
+    assert_eq!(kv.get::<Value>(&n).unwrap().value, Some(Value::Number(1.5)));
+    kv.atomic().sum_number(&n, 2.0).commit().unwrap();
+    assert_eq!(kv.get::<Value>(&n).unwrap().value, Some(Value::Number(3.5)));
+    let b = key!["b"];
+    let two_70: KvBigInt = "1180591620717411303424".parse().unwrap();
+    kv.atomic().sum_bigint(&b, -5).sum_bigint(&b, two_70).commit().unwrap();
+    let expected: KvBigInt = "1180591620717411303419".parse().unwrap();
+    assert_eq!(kv.get::<Value>(&b).unwrap().value, Some(Value::BigInt(expected)));
+    assert_eq!(commit_error(kv.atomic().sum_number(&b, 1.0)), type_error("Cannot sum BigInt with Number"));
+    assert_eq!(
+        commit_error(kv.atomic().sum(&n, 1)),
+        type_error("Failed to perform 'sum' mutation on a non-U64 value in the database")
+    );
+    assert_eq!(
+        commit_error(kv.atomic().min(&n, 1)),
+        type_error("Failed to perform 'min' mutation on a non-U64 value in the database")
+    );
+    let u = key!["u"];
+    kv.set(&u, &KvValue::U64(5)).unwrap();
+    kv.atomic().sum_bigint(&u, 7u8).commit().unwrap();
+    assert_eq!(kv.get::<KvValue>(&u).unwrap().value, Some(KvValue::U64(12)));
+    for (kind, name) in
+        [(MutationKind::Min as fn(KvValue) -> MutationKind, "min"), (MutationKind::Max, "max")]
+    {
+        for operand in [Value::from(1), Value::BigInt(KvBigInt::from(1))] {
+            let m = Mutation {
+                key: key!["x"],
+                kind: kind(KvValue::from_value(&operand).unwrap()),
+                expire_in: None,
+            };
+            assert_eq!(
+                commit_error(kv.atomic().mutate(m)),
+                type_error(&format!("Failed to perform '{name}' mutation on a non-U64 operand"))
+            );
+        }
+    }
+    kv.atomic().sum_number(&n, f64::INFINITY).commit().unwrap();
+    assert_eq!(kv.get::<Value>(&n).unwrap().value, Some(Value::Number(f64::INFINITY)));
+    kv.atomic().sum_number(&n, f64::NAN).commit().unwrap();
+    assert!(kv.get::<Value>(&n).unwrap().value.and_then(|v| v.as_f64()).is_some_and(f64::is_nan));
+}
+
+#[test]
+fn sum_bigint_takes_every_primitive_integer() {
+    let kv = open();
+    let k = key!["t"];
+    kv.atomic()
+        .sum_bigint(&k, 1i8)
+        .sum_bigint(&k, 2i16)
+        .sum_bigint(&k, 3i32)
+        .sum_bigint(&k, 4i64)
+        .sum_bigint(&k, 5i128)
+        .sum_bigint(&k, 6isize)
+        .sum_bigint(&k, 7u16)
+        .sum_bigint(&k, 8u32)
+        .sum_bigint(&k, 9u64)
+        .sum_bigint(&k, u128::MAX)
+        .sum_bigint(&k, 10usize)
+        .commit()
+        .unwrap();
+    let expected = KvBigInt::from(u128::MAX).to_string().parse::<KvBigInt>().unwrap();
+    let stored = kv.get::<Value>(&k).unwrap().value.unwrap();
+    let stored = stored.as_bigint().unwrap();
+    assert_eq!(stored.to_string(), "340282366920938463463374607431768211510");
+    assert!(*stored > expected);
+    assert!(u128::try_from(stored).is_err(), "2^128 + 54 does not fit a u128");
+    assert_eq!(u128::try_from(&expected), Ok(u128::MAX));
 }
