@@ -11,7 +11,7 @@
 
 use crate::db::{Kv, SetOptions};
 use crate::entry::{KvEntryMaybe, ToKvValue};
-use crate::queue::{Enqueue, EnqueueOptions};
+use crate::queue::{Enqueue, EnqueueOptions, PendingEnqueue};
 use crate::{InvalidVersionstamp, Key, KeyPart, KvBigInt, KvError, KvValue, Value, Versionstamp};
 use stampkv_engine::{LatestView, WriteBatch, WriteOptions};
 use std::collections::BTreeMap;
@@ -86,19 +86,19 @@ impl CommitResult {
 ///
 /// Errors are reported by `commit`, in Deno's order: first what Deno throws while the
 /// operation is built (a value that cannot be serialized, an `expire_in` that is not a
-/// whole number of milliseconds), then the count limits (checks, mutations), then malformed
-/// checks (`Invalid check`), malformed mutations (`Invalid mutation: ...`), key, value and
-/// total sizes.
+/// whole number of milliseconds, an enqueue's delay or backoff schedule), then the count
+/// limits (checks, mutations plus enqueues), then malformed checks (`Invalid check`),
+/// malformed mutations (`Invalid mutation: ...`), enqueues whose `keys_if_undelivered`
+/// cannot be encoded (`Invalid enqueue`), then the sizes: check and mutation keys, values,
+/// enqueue payloads, the total size and the total key size.
 #[must_use = "an atomic operation does nothing until it is committed"]
 pub struct AtomicOperation<'a> {
     kv: &'a Kv,
     checks: Vec<PendingCheck>,
     mutations: Vec<Mutation>,
-    enqueues: Vec<Enqueue>,
+    enqueues: Vec<PendingEnqueue>,
     /// The first error Deno throws while building, before `commit` runs.
     error: Option<KvError>,
-    /// The first error of an enqueue (reported after the count limits).
-    enqueue_error: Option<KvError>,
 }
 
 /// A check as given. A malformed versionstamp still counts as a check; it fails the
@@ -128,14 +128,7 @@ impl From<KvError> for Abort {
 
 impl<'a> AtomicOperation<'a> {
     pub(crate) fn new(kv: &'a Kv) -> Self {
-        AtomicOperation {
-            kv,
-            checks: Vec::new(),
-            mutations: Vec::new(),
-            enqueues: Vec::new(),
-            error: None,
-            enqueue_error: None,
-        }
+        AtomicOperation { kv, checks: Vec::new(), mutations: Vec::new(), enqueues: Vec::new(), error: None }
     }
 
     fn remember(&mut self, error: KvError) {
@@ -277,12 +270,16 @@ impl<'a> AtomicOperation<'a> {
 
     /// Enqueues `value` as part of this operation: it is queued only if the operation
     /// commits, and becomes deliverable `options.delay` after the commit.
+    ///
+    /// As in Deno, a delay over 30 days, a bad backoff schedule or a value that cannot be
+    /// serialized fails the commit before anything else; a `keys_if_undelivered` key that
+    /// cannot be encoded (`Invalid enqueue`) and a payload over the value limit are
+    /// reported among the commit's own checks. Empty and oversized `keys_if_undelivered`
+    /// are accepted, as Deno accepts them.
     pub fn enqueue(mut self, value: &(impl ToKvValue + ?Sized), options: EnqueueOptions) -> Self {
-        match Enqueue::new(self.kv, value, options) {
+        match PendingEnqueue::new(value, options) {
             Ok(enqueue) => self.enqueues.push(enqueue),
-            Err(e) => {
-                self.enqueue_error.get_or_insert(e);
-            }
+            Err(e) => self.remember(e),
         }
         self
     }
@@ -302,7 +299,7 @@ impl<'a> AtomicOperation<'a> {
 
     /// Runs the operation: all of it, or — when a check fails — none of it.
     pub fn commit(self) -> Result<CommitResult, KvError> {
-        let AtomicOperation { kv, checks, mutations, enqueues, error, enqueue_error } = self;
+        let AtomicOperation { kv, checks, mutations, enqueues, error } = self;
         let limits = &kv.inner.limits;
         // Deno throws these from the builder call, before the commit starts.
         if let Some(error) = error {
@@ -313,9 +310,6 @@ impl<'a> AtomicOperation<'a> {
         }
         if mutations.len() + enqueues.len() > limits.max_mutations {
             return Err(KvError::TooManyMutations { max: limits.max_mutations });
-        }
-        if let Some(error) = enqueue_error {
-            return Err(error);
         }
         let plan = Plan::validate(kv, checks, mutations, enqueues)?;
         let outcome = kv.inner.db.write_with(WriteOptions::default(), |view| plan.apply(view));
@@ -354,13 +348,13 @@ impl Plan {
         kv: &Kv,
         checks: Vec<PendingCheck>,
         mutations: Vec<Mutation>,
-        enqueues: Vec<Enqueue>,
+        enqueues: Vec<PendingEnqueue>,
     ) -> Result<Plan, KvError> {
         let limits = &kv.inner.limits;
         let now_ms = kv.inner.db.clock().now_ms();
         let mut plan = Plan { checks: Vec::new(), mutations: Vec::new(), enqueues: Vec::new() };
-        // 1. Parse checks, then mutations: a malformed check or a key that cannot be
-        // encoded fails here, before any key or value size is looked at.
+        // 1. Parse checks, then mutations, then enqueues: a malformed check or a key that
+        // cannot be encoded fails here, before any key or value size is looked at.
         for check in checks {
             let versionstamp = check.versionstamp.map_err(|_| KvError::InvalidCheck)?;
             let encoded = check.key.encode().map_err(|_| KvError::InvalidCheck)?;
@@ -376,6 +370,7 @@ impl Plan {
             };
             plan.mutations.push((encoded, mutation.kind, expire_in_ms));
         }
+        plan.enqueues = enqueues.into_iter().map(PendingEnqueue::parse).collect::<Result<_, _>>()?;
         // 2. Every check and mutation key: not empty, not too large.
         let (mut total, mut total_keys) = (0usize, 0usize);
         let check_keys = plan.checks.iter().map(|(key, _)| key);
@@ -400,8 +395,13 @@ impl Plan {
                 total_keys += encoded.len();
             }
         }
-        total += enqueues.iter().map(Enqueue::counted_bytes).sum::<usize>();
-        plan.enqueues = enqueues;
+        // 4. Enqueue payloads (their `keys_if_undelivered` count nothing, as in Deno).
+        for enqueue in &plan.enqueues {
+            if enqueue.payload_size() > limits.max_value_bytes {
+                return Err(KvError::EnqueuePayloadTooLarge { max: limits.max_value_bytes });
+            }
+            total += enqueue.counted_bytes();
+        }
         if total > limits.max_total_mutation_bytes {
             return Err(KvError::TotalMutationSizeTooLarge { max: limits.max_total_mutation_bytes });
         }

@@ -105,8 +105,19 @@ pub enum KvError {
         /// The value given.
         received: usize,
     },
-    /// An enqueue Deno refuses (its text): delay, backoff schedule or payload size.
+    /// An enqueue Deno refuses when it is built (its text): the delay or the backoff
+    /// schedule.
     InvalidEnqueue(String),
+    /// An enqueue whose `keys_if_undelivered` holds a key that cannot be encoded (a bigint
+    /// part over 255 bytes): Deno's `Invalid enqueue`, with the key's error as the source.
+    /// Reported at commit, after malformed checks and mutations.
+    InvalidEnqueueKey(KeyError),
+    /// An enqueue payload over the limit: `enqueue payload too large (max 65536 bytes)`.
+    /// Reported at commit, after the key and value sizes of the mutations.
+    EnqueuePayloadTooLarge {
+        /// The limit in bytes.
+        max: usize,
+    },
     /// `listen_queue` on a closed database.
     QueueClosed,
     /// A key that cannot be encoded or a stored key that cannot be decoded.
@@ -177,6 +188,10 @@ impl fmt::Display for KvError {
             KvError::Engine(e) => write!(f, "{e}"),
             KvError::Closed => f.write_str("the database is closed"),
             KvError::InvalidEnqueue(text) => f.write_str(text),
+            KvError::InvalidEnqueueKey(_) => f.write_str("Invalid enqueue"),
+            KvError::EnqueuePayloadTooLarge { max } => {
+                write!(f, "enqueue payload too large (max {max} bytes)")
+            }
             KvError::QueueClosed => f.write_str("Queue already closed"),
         }
     }
@@ -185,7 +200,7 @@ impl fmt::Display for KvError {
 impl std::error::Error for KvError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            KvError::Key(e) | KvError::InvalidMutationKey(e) => Some(e),
+            KvError::Key(e) | KvError::InvalidMutationKey(e) | KvError::InvalidEnqueueKey(e) => Some(e),
             KvError::Value(e) => Some(e),
             KvError::Engine(e) => Some(e),
             _ => None,
