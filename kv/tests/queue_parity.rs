@@ -11,6 +11,7 @@ use stampkv::{
     key, AtomicOperation, EnqueueOptions, Key, KeyPart, Kv, KvBigInt, KvError, KvOptions, KvValue,
     ListOptions, ListenOptions, QueueMessage, Selector, Value,
 };
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -166,6 +167,30 @@ fn dead_letter_keys_are_not_limited_in_size_or_number_nor_counted_in_the_totals(
     assert_eq!(written.len(), 51);
     assert_eq!(written[..50].iter().map(|(k, _)| k.clone()).collect::<Vec<_>>(), fifty);
     assert_eq!(written[50], (key![vec![1u8; 900_000]], number(3.0)));
+}
+
+#[test]
+fn dead_letters_too_large_for_one_commit_are_all_written() {
+    // Deno writes every keysIfUndelivered key, however many. Here 1030 copies of a 64 KiB
+    // payload (about 67.5 MB) are more than one stampkv commit writes (64 MiB, half the
+    // engine's batch limit), so they go in two commits; all are written and the message is
+    // removed.
+    let kv = open();
+    let payload = KvValue::from_value(&Value::from("x".repeat(65_530))).unwrap();
+    let keys: Vec<Key> = (0..1030).map(|i| key!["dead", i]).collect();
+    kv.enqueue(&payload, no_retry(keys.clone())).unwrap();
+    let listener = fail_everything(&kv);
+    wait_until(60, "the dead letters", || queued(&kv) == 0);
+    listener.stop();
+    let entries: Vec<_> = kv
+        .list::<KvValue>(&Selector::prefix(key!["dead"]), &ListOptions::default())
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(entries.iter().map(|e| e.key.clone()).collect::<Vec<_>>(), keys);
+    assert!(entries.iter().all(|e| e.value == payload));
+    let commits: HashSet<_> = entries.iter().map(|e| e.versionstamp).collect();
+    assert_eq!(commits.len(), 2, "written in two commits");
 }
 
 // ---------------------------------------------------------------------------------------

@@ -13,7 +13,8 @@
 //!   `now + next backoff interval` with the rest of the schedule; when the schedule is
 //!   exhausted one commit writes the value to every `keys_if_undelivered` key and deletes
 //!   the message. As in Deno these keys are not validated: the empty key and keys over the
-//!   write limit are written too. These commits are not synced on their own: if a crash
+//!   write limit are written too, and dead letters too large for one engine commit (over
+//!   64 MiB) are written by several. These commits are not synced on their own: if a crash
 //!   loses one, the message is delivered again (at-least-once), never lost.
 //! - A handler that runs past the visibility timeout loses its lease and the message may be
 //!   delivered again; its outcome is then applied only if the message is still stored.
@@ -537,33 +538,71 @@ impl Worker {
     }
 
     /// Reschedules a failed message, or writes it to its dead-letter keys.
+    ///
+    /// Every `keys_if_undelivered` key is written, the empty key and keys over the write
+    /// limit included (Deno writes them too). They normally go in one commit with the
+    /// message's removal; should they exceed [`DEAD_LETTER_COMMIT_BYTES`] they are written
+    /// in several commits, each storing the message again with the keys still to write, so
+    /// the write never exceeds the engine's batch limit and a crash between two of them
+    /// loses no key.
     fn retry_or_dead_letter(&self, key: &[u8]) -> Result<Outcome, KvError> {
         let Some((_, sequence, index)) = parse_message_key(key) else { return Ok(Outcome::Removed) };
-        let outcome = self.kv.inner.db.write_with(BOOKKEEPING, |view| {
-            let Some(entry) = view.get(key)? else { return Err(Skip::Gone) };
-            let mut record = MessageRecord::decode(&entry.value).map_err(Skip::Failed)?;
-            let mut batch = WriteBatch::new();
-            batch.delete(key);
-            if record.backoff_ms.is_empty() {
-                let stored = record.payload.encode_stored();
-                for target in &record.keys_if_undelivered {
-                    batch.put(target, &stored);
+        loop {
+            let outcome = self.kv.inner.db.write_with(BOOKKEEPING, |view| {
+                let Some(entry) = view.get(key)? else { return Err(Skip::Gone) };
+                let mut record = MessageRecord::decode(&entry.value).map_err(Skip::Failed)?;
+                let mut batch = WriteBatch::new();
+                if record.backoff_ms.is_empty() {
+                    let stored = record.payload.encode_stored();
+                    let fit = dead_letters_fitting(&record.keys_if_undelivered, stored.len());
+                    let rest = record.keys_if_undelivered.split_off(fit);
+                    for target in &record.keys_if_undelivered {
+                        batch.put(target, &stored);
+                    }
+                    let written = std::mem::replace(&mut record.keys_if_undelivered, rest);
+                    if record.keys_if_undelivered.is_empty() {
+                        batch.delete(key);
+                        return Ok((batch, (Some(Outcome::Removed), written)));
+                    }
+                    batch.put(key, &record.encode());
+                    return Ok((batch, (None, written)));
                 }
-                return Ok((batch, (Outcome::Removed, record.keys_if_undelivered)));
+                batch.delete(key);
+                let wait_ms = u64::from(record.backoff_ms.remove(0));
+                record.attempts += 1;
+                let moved = message_key(view.now_ms().saturating_add(wait_ms), sequence, index);
+                batch.put(&moved, &record.encode());
+                Ok((batch, (Some(Outcome::Moved(moved)), Vec::new())))
+            });
+            match outcome {
+                Ok((_, (result, dead_letters))) => {
+                    self.kv.inner.watch.notify(&dead_letters);
+                    if let Some(result) = result {
+                        return Ok(result);
+                    }
+                }
+                Err(Skip::Gone) => return Ok(Outcome::Removed),
+                Err(Skip::Failed(e)) => return Err(e),
             }
-            let wait_ms = u64::from(record.backoff_ms.remove(0));
-            record.attempts += 1;
-            let moved = message_key(view.now_ms().saturating_add(wait_ms), sequence, index);
-            batch.put(&moved, &record.encode());
-            Ok((batch, (Outcome::Moved(moved), Vec::new())))
-        });
-        match outcome {
-            Ok((_, (result, dead_letters))) => {
-                self.kv.inner.watch.notify(&dead_letters);
-                Ok(result)
-            }
-            Err(Skip::Gone) => Ok(Outcome::Removed),
-            Err(Skip::Failed(e)) => Err(e),
         }
     }
+}
+
+/// Most bytes of dead letters (keys and stored values) written by one commit: half the
+/// engine's batch limit (128 MiB), leaving room for the batch's own bytes. Only dead letters
+/// that one commit could not hold are split.
+pub(crate) const DEAD_LETTER_COMMIT_BYTES: usize = 64 << 20;
+
+/// How many of `keys` (at least one) fit one dead-letter commit with a stored value of
+/// `value_len` bytes each.
+fn dead_letters_fitting(keys: &[Vec<u8>], value_len: usize) -> usize {
+    let mut bytes = 0usize;
+    let fitting = keys
+        .iter()
+        .take_while(|key| {
+            bytes = bytes.saturating_add(key.len() + value_len);
+            bytes <= DEAD_LETTER_COMMIT_BYTES
+        })
+        .count();
+    fitting.max(1).min(keys.len())
 }
