@@ -11,8 +11,8 @@
 
 use crate::db::{Kv, SetOptions};
 use crate::entry::{KvEntryMaybe, ToKvValue};
-use crate::queue::{Enqueue, EnqueueOptions};
-use crate::{Key, KeyPart, KvError, KvValue, Versionstamp};
+use crate::queue::{Enqueue, EnqueueOptions, PendingEnqueue};
+use crate::{InvalidVersionstamp, Key, KeyPart, KvBigInt, KvError, KvValue, Value, Versionstamp};
 use stampkv_engine::{LatestView, WriteBatch, WriteOptions};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -52,7 +52,9 @@ pub struct Mutation {
     pub key: Key,
     /// What to do.
     pub kind: MutationKind,
-    /// For sets: expire this long after the commit.
+    /// For `Set` and `SetSuffixVersionstampedKey`: expire this long after the commit. It
+    /// must be a whole number of milliseconds and end by +262142-12-31T23:59:59.999Z (see
+    /// [`SetOptions::expire_in`]). Other kinds ignore it, as Deno's `mutate()` does.
     pub expire_in: Option<Duration>,
 }
 
@@ -81,14 +83,29 @@ impl CommitResult {
 }
 
 /// An atomic operation being built; nothing happens until [`AtomicOperation::commit`].
+///
+/// Errors are reported by `commit`, in Deno's order: first what Deno throws while the
+/// operation is built (a value that cannot be serialized, an `expire_in` that is not a
+/// whole number of milliseconds, an enqueue's delay or backoff schedule), then the count
+/// limits (checks, mutations plus enqueues), then malformed checks (`Invalid check`),
+/// malformed mutations (`Invalid mutation: ...`), enqueues whose `keys_if_undelivered`
+/// cannot be encoded (`Invalid enqueue`), then the sizes: check and mutation keys, values,
+/// enqueue payloads, the total size and the total key size.
 #[must_use = "an atomic operation does nothing until it is committed"]
 pub struct AtomicOperation<'a> {
     kv: &'a Kv,
-    checks: Vec<Check>,
+    checks: Vec<PendingCheck>,
     mutations: Vec<Mutation>,
-    enqueues: Vec<Enqueue>,
-    /// The first error met while building (reported by `commit`, as Deno reports it).
+    enqueues: Vec<PendingEnqueue>,
+    /// The first error Deno throws while building, before `commit` runs.
     error: Option<KvError>,
+}
+
+/// A check as given. A malformed versionstamp still counts as a check; it fails the
+/// commit with `Invalid check` after the count limits, as in Deno.
+struct PendingCheck {
+    key: Key,
+    versionstamp: Result<Option<Versionstamp>, InvalidVersionstamp>,
 }
 
 /// Why the engine commit was abandoned.
@@ -134,17 +151,17 @@ impl<'a> AtomicOperation<'a> {
 
     /// Requires `key` to have `versionstamp` (`None`: to be absent) when the commit runs.
     pub fn check(mut self, key: &Key, versionstamp: Option<Versionstamp>) -> Self {
-        self.checks.push(Check { key: key.clone(), versionstamp });
+        self.checks.push(PendingCheck { key: key.clone(), versionstamp: Ok(versionstamp) });
         self
     }
 
     /// [`AtomicOperation::check`] with a versionstamp in hex (case-insensitive), as Deno
     /// accepts it; anything but 20 hex characters fails the commit with `Invalid check`.
+    /// A malformed check still counts toward the 100 checks, and the count limits are
+    /// reported before it, as in Deno.
     pub fn check_hex(mut self, key: &Key, versionstamp: Option<&str>) -> Self {
-        match versionstamp.map(str::parse::<Versionstamp>).transpose() {
-            Ok(versionstamp) => self.checks.push(Check { key: key.clone(), versionstamp }),
-            Err(_) => self.remember(KvError::InvalidCheck),
-        }
+        let versionstamp = versionstamp.map(str::parse::<Versionstamp>).transpose();
+        self.checks.push(PendingCheck { key: key.clone(), versionstamp });
         self
     }
 
@@ -159,8 +176,13 @@ impl<'a> AtomicOperation<'a> {
         self.push_value(key, value, MutationKind::Set, None)
     }
 
-    /// Sets `key` to `value` with options (expiry).
-    pub fn set_with(self, key: &Key, value: &(impl ToKvValue + ?Sized), options: SetOptions) -> Self {
+    /// Sets `key` to `value` with options (expiry). An `expire_in` that is not a whole
+    /// number of milliseconds fails the commit (see [`SetOptions::expire_in`]).
+    pub fn set_with(mut self, key: &Key, value: &(impl ToKvValue + ?Sized), options: SetOptions) -> Self {
+        if let Err(e) = check_whole_millis(options.expire_in) {
+            self.remember(e);
+            return self;
+        }
         self.push_value(key, value, MutationKind::Set, options.expire_in)
     }
 
@@ -177,6 +199,49 @@ impl<'a> AtomicOperation<'a> {
             kind: MutationKind::Sum(KvValue::U64(operand)),
             expire_in: None,
         })
+    }
+
+    /// Adds the number `operand` to the number stored at `key`: Deno's
+    /// `mutate({ type: "sum", key, value: operand })` with a JavaScript number. A missing
+    /// key takes `operand`; a stored number becomes the `f64` sum (overflowing to
+    /// `Infinity`, `NaN` allowed) and is stored as a V8 double. A stored bigint, `KvU64`
+    /// or anything else fails the commit with Deno's text (`Cannot sum BigInt with
+    /// Number`, ...; see [`crate::SumError`]). There is no `min_number`/`max_number`: Deno
+    /// refuses min and max on anything but a `KvU64`.
+    ///
+    /// ```
+    /// use stampkv::{key, Kv, KvOptions, Value};
+    ///
+    /// let kv = Kv::open_in_memory(KvOptions::default())?;
+    /// kv.atomic().sum_number(&key!["score"], 1.5).commit()?;
+    /// kv.atomic().sum_number(&key!["score"], 2.0).commit()?;
+    /// assert_eq!(kv.get::<Value>(&key!["score"])?.value, Some(Value::Number(3.5)));
+    /// # Ok::<(), stampkv::KvError>(())
+    /// ```
+    pub fn sum_number(self, key: &Key, operand: f64) -> Self {
+        self.push_value(key, &Value::Number(operand), MutationKind::Sum, None)
+    }
+
+    /// Adds the bigint `operand` to the bigint stored at `key`: Deno's
+    /// `mutate({ type: "sum", key, value: operand })` with a JavaScript bigint. A missing
+    /// key takes `operand`; a stored bigint becomes the exact sum. A stored `KvU64` with
+    /// an operand in `0..2^64` is added to modulo 2^64, as Deno does (any other operand:
+    /// `Cannot sum KvU64 with BigInt`). A stored number or anything else fails the commit
+    /// with Deno's text (see [`crate::SumError`]). Any primitive integer, or a parsed
+    /// [`KvBigInt`], is an operand.
+    ///
+    /// ```
+    /// use stampkv::{key, Kv, KvBigInt, KvOptions, Value};
+    ///
+    /// let kv = Kv::open_in_memory(KvOptions::default())?;
+    /// let big: KvBigInt = "100000000000000000000000000000".parse().unwrap();
+    /// kv.atomic().sum_bigint(&key!["total"], big).sum_bigint(&key!["total"], -1).commit()?;
+    /// let total = kv.get::<Value>(&key!["total"])?.value;
+    /// assert_eq!(total, Some(Value::BigInt("99999999999999999999999999999".parse().unwrap())));
+    /// # Ok::<(), stampkv::KvError>(())
+    /// ```
+    pub fn sum_bigint(self, key: &Key, operand: impl Into<KvBigInt>) -> Self {
+        self.push_value(key, &Value::BigInt(operand.into()), MutationKind::Sum, None)
     }
 
     /// Keeps the smaller of the `KvU64` at `key` and `operand`.
@@ -205,16 +270,29 @@ impl<'a> AtomicOperation<'a> {
 
     /// Enqueues `value` as part of this operation: it is queued only if the operation
     /// commits, and becomes deliverable `options.delay` after the commit.
+    ///
+    /// As in Deno, a delay over 30 days, a bad backoff schedule or a value that cannot be
+    /// serialized fails the commit before anything else; a `keys_if_undelivered` key that
+    /// cannot be encoded (`Invalid enqueue`) and a payload over the value limit are
+    /// reported among the commit's own checks. Empty and oversized `keys_if_undelivered`
+    /// are accepted, as Deno accepts them.
     pub fn enqueue(mut self, value: &(impl ToKvValue + ?Sized), options: EnqueueOptions) -> Self {
-        match Enqueue::new(self.kv, value, options) {
+        match PendingEnqueue::new(value, options) {
             Ok(enqueue) => self.enqueues.push(enqueue),
             Err(e) => self.remember(e),
         }
         self
     }
 
-    /// Adds any mutation.
+    /// Adds any mutation. A `Set` or `SetSuffixVersionstampedKey` whose `expire_in` is not
+    /// a whole number of milliseconds fails the commit, as Deno's `mutate()` throws.
     pub fn mutate(mut self, mutation: Mutation) -> Self {
+        if carries_expiry(&mutation.kind) {
+            if let Err(e) = check_whole_millis(mutation.expire_in) {
+                self.remember(e);
+                return self;
+            }
+        }
         self.mutations.push(mutation);
         self
     }
@@ -223,14 +301,15 @@ impl<'a> AtomicOperation<'a> {
     pub fn commit(self) -> Result<CommitResult, KvError> {
         let AtomicOperation { kv, checks, mutations, enqueues, error } = self;
         let limits = &kv.inner.limits;
+        // Deno throws these from the builder call, before the commit starts.
+        if let Some(error) = error {
+            return Err(error);
+        }
         if checks.len() > limits.max_checks {
             return Err(KvError::TooManyChecks { max: limits.max_checks });
         }
         if mutations.len() + enqueues.len() > limits.max_mutations {
             return Err(KvError::TooManyMutations { max: limits.max_mutations });
-        }
-        if let Some(error) = error {
-            return Err(error);
         }
         let plan = Plan::validate(kv, checks, mutations, enqueues)?;
         let outcome = kv.inner.db.write_with(WriteOptions::default(), |view| plan.apply(view));
@@ -274,36 +353,47 @@ impl Plan {
     /// Checks every key, value and total against the limits, in Deno's order.
     fn validate(
         kv: &Kv,
-        checks: Vec<Check>,
+        checks: Vec<PendingCheck>,
         mutations: Vec<Mutation>,
-        enqueues: Vec<Enqueue>,
+        enqueues: Vec<PendingEnqueue>,
     ) -> Result<Plan, KvError> {
         let limits = &kv.inner.limits;
-        let write_key = |key: &Key| -> Result<Vec<u8>, KvError> {
-            if key.is_empty() {
+        let now_ms = kv.inner.db.clock().now_ms();
+        let mut plan = Plan { checks: Vec::new(), mutations: Vec::new(), enqueues: Vec::new() };
+        // 1. Parse checks, then mutations, then enqueues: a malformed check or a key that
+        // cannot be encoded fails here, before any key or value size is looked at.
+        for check in checks {
+            let versionstamp = check.versionstamp.map_err(|_| KvError::InvalidCheck)?;
+            let encoded = check.key.encode().map_err(|_| KvError::InvalidCheck)?;
+            plan.checks.push((encoded, versionstamp));
+        }
+        for mutation in mutations {
+            let encoded = mutation.key.encode().map_err(KvError::InvalidMutationKey)?;
+            let expire_in_ms = match mutation.expire_in {
+                Some(expire_in) if carries_expiry(&mutation.kind) => {
+                    Some(expire_in_millis(expire_in, now_ms)?)
+                }
+                _ => None,
+            };
+            plan.mutations.push((encoded, mutation.kind, expire_in_ms));
+        }
+        plan.enqueues = enqueues.into_iter().map(PendingEnqueue::parse).collect::<Result<_, _>>()?;
+        // 2. Every check and mutation key: not empty, not too large.
+        let (mut total, mut total_keys) = (0usize, 0usize);
+        let check_keys = plan.checks.iter().map(|(key, _)| key);
+        let mutation_keys = plan.mutations.iter().map(|(key, _, _)| key);
+        for encoded in check_keys.chain(mutation_keys) {
+            if encoded.is_empty() {
                 return Err(KvError::EmptyKey);
             }
-            let encoded = key.encode()?;
             if encoded.len() > limits.max_write_key_bytes {
                 return Err(KvError::KeyTooLargeForWrite { max: limits.max_write_key_bytes });
             }
-            Ok(encoded)
-        };
-        let (mut total, mut total_keys) = (0usize, 0usize);
-        let mut plan = Plan { checks: Vec::new(), mutations: Vec::new(), enqueues: Vec::new() };
-        for check in checks {
-            let encoded = write_key(&check.key)?;
             total += encoded.len();
-            plan.checks.push((encoded, check.versionstamp));
         }
-        let mut encoded_mutations = Vec::with_capacity(mutations.len());
-        for mutation in &mutations {
-            let encoded = write_key(&mutation.key)?;
-            total += encoded.len();
-            encoded_mutations.push(encoded);
-        }
-        for (mutation, encoded) in mutations.into_iter().zip(encoded_mutations) {
-            if let Some(value) = carried_value(&mutation.kind) {
+        // 3. Values, counted with their keys.
+        for (encoded, kind, _) in &plan.mutations {
+            if let Some(value) = carried_value(kind) {
                 let size = stored_size(value);
                 if size > limits.max_value_bytes {
                     return Err(KvError::ValueTooLarge { max: limits.max_value_bytes });
@@ -311,11 +401,14 @@ impl Plan {
                 total += encoded.len() + size;
                 total_keys += encoded.len();
             }
-            let expire_in_ms = mutation.expire_in.map(expire_in_millis).transpose()?;
-            plan.mutations.push((encoded, mutation.kind, expire_in_ms));
         }
-        total += enqueues.iter().map(Enqueue::counted_bytes).sum::<usize>();
-        plan.enqueues = enqueues;
+        // 4. Enqueue payloads (their `keys_if_undelivered` count nothing, as in Deno).
+        for enqueue in &plan.enqueues {
+            if enqueue.payload_size() > limits.max_value_bytes {
+                return Err(KvError::EnqueuePayloadTooLarge { max: limits.max_value_bytes });
+            }
+            total += enqueue.counted_bytes();
+        }
         if total > limits.max_total_mutation_bytes {
             return Err(KvError::TotalMutationSizeTooLarge { max: limits.max_total_mutation_bytes });
         }
@@ -398,15 +491,36 @@ fn stored_size(value: &KvValue) -> usize {
     }
 }
 
-/// `expire_in` in milliseconds, refusing what no clock can reach.
-fn expire_in_millis(expire_in: Duration) -> Result<u64, KvError> {
-    let ms = expire_in.as_millis();
-    // JavaScript's largest safe integer bounds Deno's expiry times.
-    const MAX_MS: u128 = (1 << 53) - 1;
-    if ms > MAX_MS {
+/// The latest expiry time Deno accepts, in milliseconds since the Unix epoch:
+/// +262142-12-31T23:59:59.999Z, the last millisecond of its date type.
+const MAX_EXPIRES_AT_MS: u64 = 8_210_266_876_799_999;
+
+/// Whether a mutation kind stores an expiry (Deno's `mutate()` drops `expireIn` otherwise).
+fn carries_expiry(kind: &MutationKind) -> bool {
+    matches!(kind, MutationKind::Set(_) | MutationKind::SetSuffixVersionstampedKey(_))
+}
+
+/// Refuses an `expire_in` with a fraction of a millisecond, with Deno's text for a
+/// non-integer `expireIn` (the value in decimal milliseconds: `received 1.5`).
+fn check_whole_millis(expire_in: Option<Duration>) -> Result<(), KvError> {
+    let Some(expire_in) = expire_in else { return Ok(()) };
+    let fraction_ns = expire_in.subsec_nanos() % 1_000_000;
+    if fraction_ns == 0 {
+        return Ok(());
+    }
+    let fraction = format!("{fraction_ns:06}");
+    let received = format!("{}.{}", expire_in.as_millis(), fraction.trim_end_matches('0'));
+    Err(KvError::InvalidExpireIn { received })
+}
+
+/// `expire_in` in whole milliseconds, refusing an expiry after [`MAX_EXPIRES_AT_MS`] when
+/// counted from `now_ms`, with Deno's text (which shows at most `u64::MAX`).
+fn expire_in_millis(expire_in: Duration, now_ms: u64) -> Result<u64, KvError> {
+    let ms = u64::try_from(expire_in.as_millis()).unwrap_or(u64::MAX);
+    if now_ms.checked_add(ms).is_none_or(|at| at > MAX_EXPIRES_AT_MS) {
         return Err(KvError::InvalidMutation(format!("expireIn is too large: {ms}")));
     }
-    Ok(ms as u64)
+    Ok(ms)
 }
 
 /// The value of `key` as the commit sees it so far: the overlay first, then the database.

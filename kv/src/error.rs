@@ -60,10 +60,21 @@ pub enum KvError {
         /// The limit.
         max: usize,
     },
-    /// A check's versionstamp is not 20 hex characters.
+    /// A check whose versionstamp is not 20 hex characters, or whose key cannot be encoded
+    /// (Deno reports both as `Invalid check`).
     InvalidCheck,
     /// A mutation that makes no sense (the text after `Invalid mutation: `).
     InvalidMutation(String),
+    /// A mutation whose key cannot be encoded: `Invalid mutation: ` and the key's error
+    /// (a bigint part over 255 bytes: `Invalid mutation: BigUint requires more than 255
+    /// bytes to be represented`), as Deno reports it for `set`, `delete`, `sum`, ....
+    InvalidMutationKey(KeyError),
+    /// An `expire_in` that is not a whole number of milliseconds (Deno's `expireIn` must be
+    /// a non-negative integer): `expireIn must be a non-negative integer: received 1.5`.
+    InvalidExpireIn {
+        /// The value given, in milliseconds, as JavaScript prints it (`1.5`).
+        received: String,
+    },
     /// A sum/min/max on a stored value that is not a `KvU64`.
     NonU64Value {
         /// `sum`, `min` or `max`.
@@ -94,8 +105,19 @@ pub enum KvError {
         /// The value given.
         received: usize,
     },
-    /// An enqueue Deno refuses (its text): delay, backoff schedule or payload size.
+    /// An enqueue Deno refuses when it is built (its text): the delay or the backoff
+    /// schedule.
     InvalidEnqueue(String),
+    /// An enqueue whose `keys_if_undelivered` holds a key that cannot be encoded (a bigint
+    /// part over 255 bytes): Deno's `Invalid enqueue`, with the key's error as the source.
+    /// Reported at commit, after malformed checks and mutations.
+    InvalidEnqueueKey(KeyError),
+    /// An enqueue payload over the limit: `enqueue payload too large (max 65536 bytes)`.
+    /// Reported at commit, after the key and value sizes of the mutations.
+    EnqueuePayloadTooLarge {
+        /// The limit in bytes.
+        max: usize,
+    },
     /// `listen_queue` on a closed database.
     QueueClosed,
     /// A key that cannot be encoded or a stored key that cannot be decoded.
@@ -140,6 +162,10 @@ impl fmt::Display for KvError {
             KvError::TooManyWatchedKeys { max } => write!(f, "Too many keys (max {max})"),
             KvError::InvalidCheck => f.write_str("Invalid check"),
             KvError::InvalidMutation(what) => write!(f, "Invalid mutation: {what}"),
+            KvError::InvalidMutationKey(e) => write!(f, "Invalid mutation: {e}"),
+            KvError::InvalidExpireIn { received } => {
+                write!(f, "expireIn must be a non-negative integer: received {received}")
+            }
             KvError::NonU64Value { operation } => {
                 write!(f, "Failed to perform '{operation}' mutation on a non-U64 value in the database")
             }
@@ -162,6 +188,10 @@ impl fmt::Display for KvError {
             KvError::Engine(e) => write!(f, "{e}"),
             KvError::Closed => f.write_str("the database is closed"),
             KvError::InvalidEnqueue(text) => f.write_str(text),
+            KvError::InvalidEnqueueKey(_) => f.write_str("Invalid enqueue"),
+            KvError::EnqueuePayloadTooLarge { max } => {
+                write!(f, "enqueue payload too large (max {max} bytes)")
+            }
             KvError::QueueClosed => f.write_str("Queue already closed"),
         }
     }
@@ -170,7 +200,7 @@ impl fmt::Display for KvError {
 impl std::error::Error for KvError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            KvError::Key(e) => Some(e),
+            KvError::Key(e) | KvError::InvalidMutationKey(e) | KvError::InvalidEnqueueKey(e) => Some(e),
             KvError::Value(e) => Some(e),
             KvError::Engine(e) => Some(e),
             _ => None,

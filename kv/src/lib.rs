@@ -39,6 +39,7 @@ mod watch;
 
 pub use atomic::{AtomicOperation, Check, CommitResult, Mutation, MutationKind};
 pub use bigint::KvBigInt;
+pub use bigint::{ParseBigIntError, TryFromBigIntError};
 pub use db::{Kv, KvOptions, SetOptions};
 pub use engine::{KvEngine, ManualClock, SyncMode};
 pub use entry::{FromKvValue, KvEntry, KvEntryMaybe, ToKvValue};

@@ -225,6 +225,10 @@ impl<T: FromKvValue> Iterator for ListIter<T> {
 
 impl Kv {
     /// Lists entries by selector, in key order (or reverse), from one snapshot.
+    ///
+    /// Errors come in Deno's order: a zero `limit`, a zero `batch_size`, the selector,
+    /// the cursor, the size of the range's ends, and last a `batch_size` over
+    /// `max_read_entries` (`Too many entries (max 1000)`).
     pub fn list<T: FromKvValue>(
         &self,
         selector: &Selector,
@@ -234,12 +238,8 @@ impl Kv {
         if let Some(0) = options.limit {
             return Err(KvError::InvalidLimit { received: 0 });
         }
-        match options.batch_size {
-            Some(0) => return Err(KvError::InvalidBatchSize { received: 0 }),
-            Some(n) if n > limits.max_read_entries => {
-                return Err(KvError::TooManyEntries { max: limits.max_read_entries });
-            }
-            _ => {}
+        if let Some(0) = options.batch_size {
+            return Err(KvError::InvalidBatchSize { received: 0 });
         }
         let mut range = resolve_selector(selector)?;
         if let Some(cursor) = &options.cursor {
@@ -248,6 +248,11 @@ impl Kv {
         let max_read = limits.max_read_key_bytes;
         if range.start.len() > max_read || range.end.len() > max_read {
             return Err(KvError::KeyTooLargeForRead { max: max_read });
+        }
+        // Deno checks the batch size against the read limit last, after the selector, the
+        // cursor and the key sizes.
+        if options.batch_size.is_some_and(|n| n > limits.max_read_entries) {
+            return Err(KvError::TooManyEntries { max: limits.max_read_entries });
         }
         // A range iterator holds the memtables and tables it started with: one snapshot.
         let iter =

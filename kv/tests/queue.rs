@@ -4,7 +4,7 @@
 use parking_lot::Mutex;
 use stampkv::engine::fs::{CrashPolicy, MemFs};
 use stampkv::engine::Options;
-use stampkv::{key, EnqueueOptions, Key, Kv, KvOptions, KvValue, ListenOptions, ManualClock, QueueMessage};
+use stampkv::{key, EnqueueOptions, Kv, KvOptions, KvValue, ListenOptions, ManualClock, QueueMessage};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -378,10 +378,6 @@ fn enqueue_options_are_validated_with_deno_s_messages() {
                 ..Default::default()
             },
             "Invalid backoffSchedule, interval at index 1 is invalid".into(),
-        ),
-        (
-            EnqueueOptions { keys_if_undelivered: vec![Key::new()], ..Default::default() },
-            "key cannot be empty".into(),
         ),
     ];
     for (options, message) in cases {

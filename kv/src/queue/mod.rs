@@ -12,8 +12,10 @@
 //! - Success deletes the message. Failure (an error or a panic in the handler) moves it to
 //!   `now + next backoff interval` with the rest of the schedule; when the schedule is
 //!   exhausted one commit writes the value to every `keys_if_undelivered` key and deletes
-//!   the message. These commits are not synced on their own: if a crash loses one, the
-//!   message is delivered again (at-least-once), never lost.
+//!   the message. As in Deno these keys are not validated: the empty key and keys over the
+//!   write limit are written too, and dead letters too large for one engine commit (over
+//!   64 MiB) are written by several. These commits are not synced on their own: if a crash
+//!   loses one, the message is delivered again (at-least-once), never lost.
 //! - A handler that runs past the visibility timeout loses its lease and the message may be
 //!   delivered again; its outcome is then applied only if the message is still stored.
 //! - Messages with the same deadline are delivered in enqueue order; time comes from the
@@ -55,71 +57,111 @@ pub struct EnqueueOptions {
     pub backoff_schedule: Option<Vec<Duration>>,
 }
 
-/// A validated enqueue, ready to be written.
+/// An enqueue as built: what Deno checks when `enqueue()` is called (the delay, the
+/// backoff schedule, the value's serialization) has passed. The rest is checked at commit
+/// ([`PendingEnqueue::parse`], [`Enqueue::payload_size`]), in Deno's order.
+#[derive(Debug, Clone)]
+pub(crate) struct PendingEnqueue {
+    payload: KvValue,
+    delay_ms: u64,
+    /// The schedule given; `None` for the default one.
+    backoff_ms: Option<Vec<u32>>,
+    keys_if_undelivered: Vec<Key>,
+}
+
+impl PendingEnqueue {
+    /// Checks what Deno's `enqueue()` throws for, in its order: the delay, then the backoff
+    /// schedule, then the value.
+    pub fn new(
+        value: &(impl ToKvValue + ?Sized),
+        options: EnqueueOptions,
+    ) -> Result<PendingEnqueue, KvError> {
+        if options.delay > MAX_DELAY {
+            return Err(KvError::InvalidEnqueue(format!(
+                "Delay cannot be greater than 30 days: received {}",
+                millis_text(options.delay)
+            )));
+        }
+        let backoff_ms = match options.backoff_schedule {
+            None => None,
+            Some(schedule) => {
+                if schedule.len() > MAX_BACKOFF_INTERVALS {
+                    return Err(KvError::InvalidEnqueue(format!(
+                        "Invalid backoffSchedule, max {MAX_BACKOFF_INTERVALS} intervals allowed"
+                    )));
+                }
+                if let Some(index) = schedule.iter().position(|d| *d > MAX_BACKOFF_INTERVAL) {
+                    return Err(KvError::InvalidEnqueue(format!(
+                        "Invalid backoffSchedule, interval at index {index} is invalid"
+                    )));
+                }
+                // At most an hour each, so they fit.
+                Some(schedule.iter().map(|d| d.as_millis() as u32).collect())
+            }
+        };
+        Ok(PendingEnqueue {
+            payload: value.to_kv_value()?,
+            // At most 30 days, so it fits.
+            delay_ms: options.delay.as_millis() as u64,
+            backoff_ms,
+            keys_if_undelivered: options.keys_if_undelivered,
+        })
+    }
+
+    /// Encodes the `keys_if_undelivered`; a key that cannot be encoded is Deno's
+    /// `Invalid enqueue`. Empty and oversized keys are accepted, as Deno accepts them.
+    pub fn parse(self) -> Result<Enqueue, KvError> {
+        let keys_if_undelivered = self
+            .keys_if_undelivered
+            .iter()
+            .map(|key| key.encode().map_err(KvError::InvalidEnqueueKey))
+            .collect::<Result<_, _>>()?;
+        Ok(Enqueue {
+            payload: self.payload,
+            delay_ms: self.delay_ms,
+            counted_intervals: self.backoff_ms.as_ref().map_or(0, Vec::len),
+            backoff_ms: self.backoff_ms.unwrap_or_else(|| DEFAULT_BACKOFF_MS.to_vec()),
+            keys_if_undelivered,
+        })
+    }
+}
+
+/// The delay in milliseconds as JavaScript prints the number given (`2592000000.5`).
+fn millis_text(delay: Duration) -> String {
+    let fraction_ns = delay.subsec_nanos() % 1_000_000;
+    if fraction_ns == 0 {
+        return delay.as_millis().to_string();
+    }
+    let fraction = format!("{fraction_ns:06}");
+    format!("{}.{}", delay.as_millis(), fraction.trim_end_matches('0'))
+}
+
+/// A parsed enqueue, ready to be written.
 #[derive(Debug, Clone)]
 pub(crate) struct Enqueue {
     pub payload: KvValue,
     pub delay_ms: u64,
     pub backoff_ms: Vec<u32>,
+    /// Intervals Deno counts against the total mutation size: those of an explicit
+    /// schedule (the default one is not sent with the enqueue, so it counts nothing).
+    counted_intervals: usize,
     pub keys_if_undelivered: Vec<Vec<u8>>,
 }
 
 impl Enqueue {
-    /// Validates an enqueue with Deno's rules and messages.
-    pub fn new(
-        kv: &Kv,
-        value: &(impl ToKvValue + ?Sized),
-        options: EnqueueOptions,
-    ) -> Result<Enqueue, KvError> {
-        let limits = kv.limits();
-        let delay_ms = options.delay.as_millis();
-        if options.delay > MAX_DELAY {
-            return Err(KvError::InvalidEnqueue(format!(
-                "Delay cannot be greater than 30 days: received {delay_ms}"
-            )));
+    /// The payload's size as Deno measures it: Deno always sends an enqueued value
+    /// V8-serialized, so a plain byte array counts as the `Uint8Array` V8 would write.
+    pub fn payload_size(&self) -> usize {
+        match &self.payload {
+            KvValue::V8(bytes) => bytes.len(),
+            KvValue::Bytes(bytes) => uint8array_v8_size(bytes.len()),
+            KvValue::U64(_) => 8,
         }
-        let backoff = options.backoff_schedule.unwrap_or_else(|| {
-            DEFAULT_BACKOFF_MS.iter().map(|ms| Duration::from_millis(u64::from(*ms))).collect()
-        });
-        if backoff.len() > MAX_BACKOFF_INTERVALS {
-            return Err(KvError::InvalidEnqueue(format!(
-                "Invalid backoffSchedule, max {MAX_BACKOFF_INTERVALS} intervals allowed"
-            )));
-        }
-        if let Some(index) = backoff.iter().position(|d| *d > MAX_BACKOFF_INTERVAL) {
-            return Err(KvError::InvalidEnqueue(format!(
-                "Invalid backoffSchedule, interval at index {index} is invalid"
-            )));
-        }
-        let payload = value.to_kv_value()?;
-        if payload_size(&payload) > limits.max_value_bytes {
-            return Err(KvError::InvalidEnqueue(format!(
-                "enqueue payload too large (max {} bytes)",
-                limits.max_value_bytes
-            )));
-        }
-        let mut keys_if_undelivered = Vec::with_capacity(options.keys_if_undelivered.len());
-        for key in &options.keys_if_undelivered {
-            if key.is_empty() {
-                return Err(KvError::EmptyKey);
-            }
-            let encoded = key.encode()?;
-            if encoded.len() > limits.max_write_key_bytes {
-                return Err(KvError::KeyTooLargeForWrite { max: limits.max_write_key_bytes });
-            }
-            keys_if_undelivered.push(encoded);
-        }
-        Ok(Enqueue {
-            payload,
-            delay_ms: delay_ms as u64,
-            backoff_ms: backoff.iter().map(|d| d.as_millis() as u32).collect(),
-            keys_if_undelivered,
-        })
     }
 
     /// Bytes Deno counts against the total mutation size.
     pub fn counted_bytes(&self) -> usize {
-        payload_size(&self.payload) + 4 * self.backoff_ms.len()
+        self.payload_size() + 4 * self.counted_intervals
     }
 
     /// Adds the message to a commit whose sequence number is `sequence`; returns its key.
@@ -136,11 +178,11 @@ impl Enqueue {
     }
 }
 
-fn payload_size(payload: &KvValue) -> usize {
-    match payload {
-        KvValue::V8(bytes) | KvValue::Bytes(bytes) => bytes.len(),
-        KvValue::U64(_) => 8,
-    }
+/// The size of V8's serialization of a `Uint8Array` of `len` bytes: the header (`FF 0F`),
+/// the buffer (`B`, length, data), the view (`V`, `B`, offset 0, length, flags 0).
+fn uint8array_v8_size(len: usize) -> usize {
+    let varint = |n: usize| (usize::BITS - (n | 1).leading_zeros()).div_ceil(7) as usize;
+    2 + 1 + varint(len) + len + 2 + 1 + varint(len) + 1
 }
 
 /// A message handed to a queue handler.
@@ -496,33 +538,71 @@ impl Worker {
     }
 
     /// Reschedules a failed message, or writes it to its dead-letter keys.
+    ///
+    /// Every `keys_if_undelivered` key is written, the empty key and keys over the write
+    /// limit included (Deno writes them too). They normally go in one commit with the
+    /// message's removal; should they exceed [`DEAD_LETTER_COMMIT_BYTES`] they are written
+    /// in several commits, each storing the message again with the keys still to write, so
+    /// the write never exceeds the engine's batch limit and a crash between two of them
+    /// loses no key.
     fn retry_or_dead_letter(&self, key: &[u8]) -> Result<Outcome, KvError> {
         let Some((_, sequence, index)) = parse_message_key(key) else { return Ok(Outcome::Removed) };
-        let outcome = self.kv.inner.db.write_with(BOOKKEEPING, |view| {
-            let Some(entry) = view.get(key)? else { return Err(Skip::Gone) };
-            let mut record = MessageRecord::decode(&entry.value).map_err(Skip::Failed)?;
-            let mut batch = WriteBatch::new();
-            batch.delete(key);
-            if record.backoff_ms.is_empty() {
-                let stored = record.payload.encode_stored();
-                for target in &record.keys_if_undelivered {
-                    batch.put(target, &stored);
+        loop {
+            let outcome = self.kv.inner.db.write_with(BOOKKEEPING, |view| {
+                let Some(entry) = view.get(key)? else { return Err(Skip::Gone) };
+                let mut record = MessageRecord::decode(&entry.value).map_err(Skip::Failed)?;
+                let mut batch = WriteBatch::new();
+                if record.backoff_ms.is_empty() {
+                    let stored = record.payload.encode_stored();
+                    let fit = dead_letters_fitting(&record.keys_if_undelivered, stored.len());
+                    let rest = record.keys_if_undelivered.split_off(fit);
+                    for target in &record.keys_if_undelivered {
+                        batch.put(target, &stored);
+                    }
+                    let written = std::mem::replace(&mut record.keys_if_undelivered, rest);
+                    if record.keys_if_undelivered.is_empty() {
+                        batch.delete(key);
+                        return Ok((batch, (Some(Outcome::Removed), written)));
+                    }
+                    batch.put(key, &record.encode());
+                    return Ok((batch, (None, written)));
                 }
-                return Ok((batch, (Outcome::Removed, record.keys_if_undelivered)));
+                batch.delete(key);
+                let wait_ms = u64::from(record.backoff_ms.remove(0));
+                record.attempts += 1;
+                let moved = message_key(view.now_ms().saturating_add(wait_ms), sequence, index);
+                batch.put(&moved, &record.encode());
+                Ok((batch, (Some(Outcome::Moved(moved)), Vec::new())))
+            });
+            match outcome {
+                Ok((_, (result, dead_letters))) => {
+                    self.kv.inner.watch.notify(&dead_letters);
+                    if let Some(result) = result {
+                        return Ok(result);
+                    }
+                }
+                Err(Skip::Gone) => return Ok(Outcome::Removed),
+                Err(Skip::Failed(e)) => return Err(e),
             }
-            let wait_ms = u64::from(record.backoff_ms.remove(0));
-            record.attempts += 1;
-            let moved = message_key(view.now_ms().saturating_add(wait_ms), sequence, index);
-            batch.put(&moved, &record.encode());
-            Ok((batch, (Outcome::Moved(moved), Vec::new())))
-        });
-        match outcome {
-            Ok((_, (result, dead_letters))) => {
-                self.kv.inner.watch.notify(&dead_letters);
-                Ok(result)
-            }
-            Err(Skip::Gone) => Ok(Outcome::Removed),
-            Err(Skip::Failed(e)) => Err(e),
         }
     }
+}
+
+/// Most bytes of dead letters (keys and stored values) written by one commit: half the
+/// engine's batch limit (128 MiB), leaving room for the batch's own bytes. Only dead letters
+/// that one commit could not hold are split.
+pub(crate) const DEAD_LETTER_COMMIT_BYTES: usize = 64 << 20;
+
+/// How many of `keys` (at least one) fit one dead-letter commit with a stored value of
+/// `value_len` bytes each.
+fn dead_letters_fitting(keys: &[Vec<u8>], value_len: usize) -> usize {
+    let mut bytes = 0usize;
+    let fitting = keys
+        .iter()
+        .take_while(|key| {
+            bytes = bytes.saturating_add(key.len() + value_len);
+            bytes <= DEAD_LETTER_COMMIT_BYTES
+        })
+        .count();
+    fitting.max(1).min(keys.len())
 }
