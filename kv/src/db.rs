@@ -99,10 +99,11 @@ impl Kv {
         crate::engine::KvEngine::new(self)
     }
 
-    /// Reads one key. The empty key is allowed and finds nothing.
+    /// Reads one key. The empty key is allowed: nothing can `set` it, but a dead-lettered
+    /// queue message can write it (`keys_if_undelivered`), and then it is found, as in Deno.
     pub fn get<T: FromKvValue>(&self, key: &Key) -> Result<KvEntryMaybe<T>, KvError> {
         let encoded = encode_read_key(key, &self.inner.limits)?;
-        let found = if key.is_empty() { None } else { self.inner.db.get_entry(&encoded)? };
+        let found = self.inner.db.get_entry(&encoded)?;
         maybe_entry(key.clone(), found)
     }
 
@@ -119,7 +120,7 @@ impl Kv {
         keys.iter()
             .zip(encoded)
             .map(|(key, bytes)| {
-                let found = if key.is_empty() { None } else { snapshot.get_entry(&bytes)? };
+                let found = snapshot.get_entry(&bytes)?;
                 maybe_entry(key.clone(), found)
             })
             .collect()

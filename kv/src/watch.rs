@@ -150,7 +150,7 @@ impl Watch {
         let mut entries = Vec::with_capacity(self.keys.len());
         self.next_expiry_ms = None;
         for (key, encoded) in self.keys.iter().zip(&self.encoded) {
-            let found = if key.is_empty() { None } else { snapshot.get_entry(encoded)? };
+            let found = snapshot.get_entry(encoded)?;
             if let Some(at) = found.as_ref().and_then(|e| e.expires_at_ms) {
                 self.next_expiry_ms = Some(self.next_expiry_ms.map_or(at, |t| t.min(at)));
             }

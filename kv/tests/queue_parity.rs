@@ -125,8 +125,18 @@ fn empty_and_oversized_dead_letter_keys_are_accepted_and_written() {
         let lengths: Vec<usize> =
             kv.list::<KvValue>(&everything, &reverse).unwrap().map(|e| e.unwrap().key.0.len()).collect();
         assert_eq!(lengths, vec![1, 1, 0]);
-        // The empty key is stored under the empty engine key, with the value's stored form.
-        assert_eq!(kv.engine().get(&[]).unwrap(), Some(number(1.0).encode_stored()));
+        // The empty key is stored under the empty engine key, with the value's stored form,
+        // and reads find it as Deno's get([]) and getMany([[], ["ok"]]) do.
+        assert_eq!(
+            kv.engine().get_entry(&[]).unwrap().map(|entry| entry.value),
+            Some(number(1.0).encode_stored())
+        );
+        assert_eq!(kv.get::<KvValue>(&Key::new()).unwrap().value, Some(number(1.0)));
+        let both = kv.get_many::<KvValue>(&[Key::new(), key!["ok"]]).unwrap();
+        assert_eq!(
+            both.iter().map(|e| e.value.clone()).collect::<Vec<_>>(),
+            vec![Some(number(1.0)), Some(number(4.0))]
+        );
         assert_eq!(kv.delete(&Key::new()).unwrap_err().to_string(), "key cannot be empty");
         assert_eq!(
             kv.delete(&oversized_key()).unwrap_err().to_string(),
