@@ -9,8 +9,8 @@
 //! All entries of a batch share its sequence number. If a batch writes the same key more
 //! than once, the last write wins (earlier ones are not applied).
 
-use crate::coding::{put_length_prefixed, Reader};
 use crate::key::EntryKind;
+use stampkv_coding::{put_length_prefixed, Reader};
 
 const HEADER_BYTES: usize = 12;
 
@@ -82,7 +82,7 @@ impl WriteBatch {
         put_length_prefixed(&mut self.rep, key);
         let value_len: usize = value_parts.iter().map(|p| p.len()).sum();
         if kind != EntryKind::Delete {
-            crate::coding::put_varint(&mut self.rep, value_len as u64);
+            stampkv_coding::put_varint64(&mut self.rep, value_len as u64);
             for part in value_parts {
                 self.rep.extend_from_slice(part);
             }

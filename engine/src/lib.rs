@@ -18,7 +18,6 @@
 
 pub mod batch;
 pub mod clock;
-mod coding;
 mod db;
 mod error;
 pub mod filename;

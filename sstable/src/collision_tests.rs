@@ -62,7 +62,7 @@ fn reseal(file: &mut [u8], h: BlockHandle) {
 /// Recomputes the footer checksum.
 fn reseal_footer(file: &mut [u8]) {
     let start = file.len() - FOOTER_LEN;
-    let crc = crate::format::mask_crc(crc32fast::hash(&file[start..start + 44]));
+    let crc = stampkv_coding::crc::mask(crc32fast::hash(&file[start..start + 44]));
     file[start + 44..start + 48].copy_from_slice(&crc.to_le_bytes());
 }
 

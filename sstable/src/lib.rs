@@ -85,7 +85,6 @@ mod block_builder;
 mod bloom;
 mod builder;
 mod cache;
-mod coding;
 mod error;
 mod format;
 mod hash;

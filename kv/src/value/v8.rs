@@ -11,6 +11,7 @@
 
 use super::{Value, ValueError};
 use crate::KvBigInt;
+use stampkv_coding::{put_varint64, varint_len};
 use std::collections::HashSet;
 
 /// The format version [`serialize`] writes (`FF 0F`).
@@ -135,12 +136,8 @@ fn not_allowed(what: impl Into<String>) -> ValueError {
 }
 
 impl Writer {
-    fn varint(&mut self, mut value: u64) {
-        while value >= 0x80 {
-            self.out.push((value as u8 & 0x7f) | 0x80);
-            value >>= 7;
-        }
-        self.out.push(value as u8);
+    fn varint(&mut self, value: u64) {
+        put_varint64(&mut self.out, value);
     }
 
     fn length(&mut self, len: usize, what: &str) -> Result<(), ValueError> {
@@ -317,15 +314,6 @@ impl Writer {
         }
         Ok(())
     }
-}
-
-fn varint_len(mut value: u64) -> usize {
-    let mut len = 1;
-    while value >= 0x80 {
-        len += 1;
-        value >>= 7;
-    }
-    len
 }
 
 /// The value as an int32 if V8 would hold it as a Smi (an integer in range, not -0).
