@@ -55,9 +55,9 @@ pub(crate) fn open(fs: Arc<dyn Fs>, dir: &Path, options: Options) -> Result<DbIn
         cache: Arc::new(BlockCache::new(options.block_cache_bytes)),
     };
     let mut levels: [Vec<Arc<TableFile>>; NUM_LEVELS] = Default::default();
-    for (level, files) in state.levels.iter().enumerate() {
+    for (level_files, files) in levels.iter_mut().zip(state.levels.iter()) {
         for desc in files.values() {
-            levels[level].push(tables.open_existing(desc.clone())?);
+            level_files.push(tables.open_existing(desc.clone())?);
         }
     }
     let mut replay = Replay::new(&tables, &next_file, &options, state.last_seq);

@@ -33,13 +33,11 @@ pub(crate) fn message_key(deadline_ms: u64, sequence: u64, index: u32) -> Vec<u8
 
 /// The parts of a message key: (deadline, sequence, index).
 pub(crate) fn parse_message_key(key: &[u8]) -> Option<(u64, u64, u32)> {
-    if key.len() != KEY_BYTES || key[..2] != QUEUE_PREFIX {
-        return None;
-    }
-    let deadline = u64::from_be_bytes(key[2..10].try_into().ok()?);
-    let sequence = u64::from_be_bytes(key[10..18].try_into().ok()?);
-    let index = u32::from_be_bytes(key[18..22].try_into().ok()?);
-    Some((deadline, sequence, index))
+    let rest = key.strip_prefix(&QUEUE_PREFIX)?;
+    let (deadline, rest) = rest.split_first_chunk::<8>()?;
+    let (sequence, rest) = rest.split_first_chunk::<8>()?;
+    let index: [u8; 4] = rest.try_into().ok()?;
+    Some((u64::from_be_bytes(*deadline), u64::from_be_bytes(*sequence), u32::from_be_bytes(index)))
 }
 
 /// A queued message.
