@@ -1,7 +1,5 @@
 //! Behaviour of the engine's public API, one behaviour per test.
 
-mod common;
-
 use stampkv_engine::fs::{CrashPolicy, Fs, MemFs};
 use stampkv_engine::{
     BackgroundMode, Db, Entry, Error, ManualClock, Options, RecoveryMode, SyncMode, WriteBatch, WriteOptions,
