@@ -17,6 +17,7 @@ pub struct KvBigInt {
 
 impl KvBigInt {
     /// Builds an integer from a sign and a big-endian magnitude (leading zeros allowed).
+    #[allow(clippy::indexing_slicing, reason = "`first` is at most the length")]
     pub fn from_sign_magnitude(negative: bool, magnitude_be: &[u8]) -> Self {
         let first = magnitude_be.iter().position(|b| *b != 0).unwrap_or(magnitude_be.len());
         let magnitude = magnitude_be[first..].to_vec();
@@ -39,6 +40,7 @@ impl KvBigInt {
     }
 
     /// The value as an `i128`, if it fits.
+    #[allow(clippy::indexing_slicing, reason = "the magnitude is checked to be at most 16 bytes")]
     pub fn to_i128(&self) -> Option<i128> {
         if self.magnitude.len() > 16 {
             return None;
@@ -58,6 +60,7 @@ impl KvBigInt {
     }
 
     /// The value as a `u64`, if it fits (0 ..= 2^64 - 1).
+    #[allow(clippy::indexing_slicing, reason = "the magnitude is checked to be at most 8 bytes")]
     pub fn to_u64(&self) -> Option<u64> {
         if self.negative || self.magnitude.len() > 8 {
             return None;

@@ -383,7 +383,6 @@ impl<B: Deref<Target = Block>> BlockIter<B> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic)]
 mod tests {
     use super::*;
     use crate::block_builder::BlockBuilder;

@@ -87,7 +87,6 @@ impl BlockBuilder {
 }
 
 #[cfg(test)]
-#[allow(clippy::indexing_slicing)]
 mod tests {
     use super::BlockBuilder;
     use crate::key::push_stored_key;

@@ -3,8 +3,6 @@
 //! damage. Opening, scanning and point lookups must never panic; they may return errors
 //! or wrong data (the checksum was defeated on purpose).
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
-
 use std::sync::Arc;
 
 use crate::block::{Block, BlockIter};

@@ -168,7 +168,6 @@ pub(crate) fn read_block(
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -27,6 +27,10 @@ pub(crate) fn start(inner: &Arc<DbInner>) -> Vec<JoinHandle<()>> {
     threads
 }
 
+#[allow(
+    clippy::expect_used,
+    reason = "the database cannot run without its background threads; `std::thread::spawn` panics the same way"
+)]
 fn spawn(name: &str, body: impl FnOnce() + Send + 'static) -> JoinHandle<()> {
     Builder::new().name(name.to_owned()).spawn(body).expect("cannot start a background thread")
 }
