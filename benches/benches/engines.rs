@@ -4,6 +4,14 @@
 //! `STAMPKV_BENCH_N` for another size). Each measurement runs a whole workload, so the
 //! reported throughput (elements/s) is directly comparable between the two engines.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic,
+    reason = "benchmark driver: a failed operation aborts the measurement"
+)]
+
 mod common;
 
 #[path = "../peers/fjall_peer.rs"]

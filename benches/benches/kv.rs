@@ -6,6 +6,14 @@
 //! `STAMPKV_KV_BENCH_N` for another size). Throughput is in elements: commits, reads, keys
 //! listed, sums.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic,
+    reason = "benchmark driver: a failed operation aborts the measurement"
+)]
+
 mod common;
 
 #[path = "../peers/denokv_peer.rs"]

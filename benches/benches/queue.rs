@@ -9,6 +9,14 @@
 //!   1000 per atomic commit into a fresh database, then delivered to a listener whose
 //!   handler only counts, until all are acknowledged and the database is closed.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic,
+    reason = "benchmark driver: a failed operation aborts the measurement"
+)]
+
 mod common;
 
 #[allow(dead_code)]

@@ -11,6 +11,14 @@
 //! order, right after overwrite), readseq (one full scan), fillsync with 1 and 8 writers
 //! (each commit durable before it returns).
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic,
+    reason = "benchmark driver: a failed operation aborts the measurement"
+)]
+
 #[path = "../peers/fjall_peer.rs"]
 mod fjall_peer;
 

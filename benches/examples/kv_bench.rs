@@ -20,6 +20,14 @@
 //!   stepping through the keyspace (keys/s; latency per batch);
 //! - `sum`: `--commits` sums of KvU64 1 on `["counters", i % 100]`, one durable commit each.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic,
+    reason = "benchmark driver: a failed operation aborts the measurement"
+)]
+
 #[path = "../peers/denokv_peer.rs"]
 mod denokv_peer;
 

@@ -38,6 +38,14 @@
 //! message was delivered and finished; their database may still hold duplicates requeued by
 //! the periodic cleanup (reported as `requeued_left`, with `duplicates` delivered).
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic,
+    reason = "benchmark driver: a failed operation aborts the measurement"
+)]
+
 use denokv_proto::{AtomicWrite, Database, Enqueue};
 use denokv_sqlite::{Sqlite, SqliteConfig, SqliteNotifier};
 use rand::{rngs::StdRng, RngCore, SeedableRng};

@@ -1,6 +1,14 @@
 //! Workloads shared by the benchmarks: LevelDB db_bench's, with 16-byte keys and 100-byte
 //! values, run against any engine behind [`BenchEngine`].
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic,
+    reason = "benchmark driver: a failed operation aborts the measurement"
+)]
+
 pub mod report;
 
 use stampkv_engine::{Db, Options, SyncMode};

@@ -6,6 +6,15 @@
 //! `cargo run --release -p stampkv-engine --example crash_torture -- --cycles 1000
 //!     [--seed N] [--max-delay-ms 400]`
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic,
+    clippy::unreachable,
+    reason = "a torture run stops at the first failed check"
+)]
+
 #[path = "../tests/support/crash_harness.rs"]
 mod crash_harness;
 

@@ -9,8 +9,8 @@
 //! All entries of a batch share its sequence number. If a batch writes the same key more
 //! than once, the last write wins (earlier ones are not applied).
 
-use crate::coding::{put_length_prefixed, Reader};
 use crate::key::EntryKind;
+use stampkv_coding::{put_length_prefixed, Reader};
 
 const HEADER_BYTES: usize = 12;
 
@@ -82,7 +82,7 @@ impl WriteBatch {
         put_length_prefixed(&mut self.rep, key);
         let value_len: usize = value_parts.iter().map(|p| p.len()).sum();
         if kind != EntryKind::Delete {
-            crate::coding::put_varint(&mut self.rep, value_len as u64);
+            stampkv_coding::put_varint64(&mut self.rep, value_len as u64);
             for part in value_parts {
                 self.rep.extend_from_slice(part);
             }
@@ -117,16 +117,21 @@ impl WriteBatch {
 
     /// The encoded batch with `seq` stamped in: the WAL record payload.
     pub(crate) fn encode_with_seq(&mut self, seq: u64) -> &[u8] {
-        self.rep[..8].copy_from_slice(&seq.to_le_bytes());
-        self.rep[8..12].copy_from_slice(&self.count.to_le_bytes());
+        let header = seq.to_le_bytes().into_iter().chain(self.count.to_le_bytes());
+        for (slot, byte) in self.rep.iter_mut().zip(header) {
+            *slot = byte;
+        }
         &self.rep
     }
 
     /// The entries in the order they were added.
     pub fn iter(&self) -> impl Iterator<Item = BatchEntry<'_>> {
         // The representation was built by `push`, so decoding cannot fail.
-        EntryDecoder { reader: Reader::new(&self.rep[HEADER_BYTES..]), left: self.count }
-            .map_while(Result::ok)
+        EntryDecoder {
+            reader: Reader::new(self.rep.get(HEADER_BYTES..).unwrap_or_default()),
+            left: self.count,
+        }
+        .map_while(Result::ok)
     }
 }
 
@@ -199,12 +204,17 @@ pub(crate) fn effective_entries<'a>(entries: &[BatchEntry<'a>]) -> Vec<BatchEntr
     if entries.len() <= 1 {
         return entries.to_vec();
     }
-    let mut order: Vec<usize> = (0..entries.len()).collect();
-    order.sort_by(|&a, &b| entries[a].key.cmp(entries[b].key).then(a.cmp(&b)));
+    // (key, position), sorted: the writes to one key end up together, the last one last.
+    let mut order: Vec<(&[u8], usize)> = entries.iter().map(|e| e.key).zip(0..).collect();
+    order.sort_unstable();
     let mut keep = vec![true; entries.len()];
     for pair in order.windows(2) {
-        if entries[pair[0]].key == entries[pair[1]].key {
-            keep[pair[0]] = false;
+        if let [(key, earlier), (next_key, _)] = pair {
+            if key == next_key {
+                if let Some(kept) = keep.get_mut(*earlier) {
+                    *kept = false;
+                }
+            }
         }
     }
     entries.iter().zip(keep).filter(|(_, k)| *k).map(|(e, _)| *e).collect()

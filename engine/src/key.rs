@@ -79,7 +79,8 @@ pub fn compare_bytes(a: &[u8], b: &[u8]) -> Ordering {
         }
     }
     let done = a.len().min(b.len()) / 8 * 8;
-    a[done..].cmp(&b[done..])
+    // `done` is at most the shorter length, so both tails exist.
+    a.get(done..).cmp(&b.get(done..))
 }
 
 /// Splits a stored value of kind `PutExpiring` into (expires_at_ms, value).

@@ -48,15 +48,12 @@
 //! };
 //! ```
 
-#![deny(missing_docs)]
-
 // Only `fs` is a public module (for `Fs` implementations and test file systems); every
 // other public item is re-exported below. The internals (skiplist, memtable, iterators,
 // versions, internal keys) are private so that no safe caller can reach their raw
 // pointers or break their invariants.
 mod batch;
 mod clock;
-mod coding;
 mod db;
 mod error;
 mod filename;

@@ -130,6 +130,10 @@ pub struct MemtableIter {
 
 impl MemtableIter {
     /// An unpositioned iterator over `table`.
+    #[allow(
+        unsafe_code,
+        reason = "a cursor that borrows from the memtable it keeps alive (a self-referential struct)"
+    )]
     pub fn new(table: Arc<Memtable>) -> Self {
         // SAFETY: the cursor borrows the skiplist inside `table`, which this struct keeps
         // alive through its own `Arc` for at least as long as the cursor (the cursor is

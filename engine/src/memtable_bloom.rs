@@ -29,7 +29,9 @@ pub fn hash_key(key: &[u8]) -> u64 {
         h = (h ^ word).wrapping_mul(K).rotate_left(29);
     }
     let mut tail = [0u8; 8];
-    tail[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
+    for (slot, byte) in tail.iter_mut().zip(chunks.remainder()) {
+        *slot = *byte;
+    }
     h = (h ^ u64::from_le_bytes(tail)).wrapping_mul(K);
     h ^= h >> 32;
     h = h.wrapping_mul(0xD6E8_FEB8_6659_FD93);
@@ -44,6 +46,9 @@ impl MemtableBloom {
         MemtableBloom { words, block_count: block_count as u64 }
     }
 
+    /// The (word index, bit mask) of each probe of `hash`. Every index is in bounds: the
+    /// block is below `block_count` and `bit / 64 < 8 = WORDS_PER_BLOCK`, and `words` holds
+    /// `block_count * WORDS_PER_BLOCK` words.
     fn probes(&self, hash: u64) -> impl Iterator<Item = (usize, u64)> {
         let block = ((hash >> 32) % self.block_count) as usize * WORDS_PER_BLOCK;
         (0..PROBES).map(move |i| {
@@ -54,6 +59,7 @@ impl MemtableBloom {
 
     /// Adds a key hash. Only the memtable's single writer calls this (a concurrent second
     /// writer could lose bits, which would make the filter lie).
+    #[allow(clippy::indexing_slicing, reason = "probe indices are in bounds (see `probes`)")]
     pub fn insert(&self, hash: u64) {
         for (word, mask) in self.probes(hash) {
             let word = &self.words[word];
@@ -74,6 +80,7 @@ impl MemtableBloom {
     }
 
     /// False means the key was certainly never inserted.
+    #[allow(clippy::indexing_slicing, reason = "probe indices are in bounds (see `probes`)")]
     pub fn may_contain(&self, hash: u64) -> bool {
         self.probes(hash).all(|(word, mask)| self.words[word].load(Ordering::Relaxed) & mask != 0)
     }
@@ -86,6 +93,7 @@ impl MemtableBloom {
 
 /// A hint to the CPU to fetch the cache line at `address`; no effect on results.
 #[inline]
+#[allow(unsafe_code, reason = "the prefetch intrinsic is an `unsafe fn`")]
 fn prefetch_read(address: *const i8) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: prefetching has no architectural effect (it cannot fault, even on an

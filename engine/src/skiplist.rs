@@ -17,6 +17,11 @@
 //! `prev` of a node may briefly lag behind an insert of its new predecessor; that
 //! predecessor's sequence number is not yet published, so no reader needs it.
 
+#![allow(
+    unsafe_code,
+    reason = "nodes live in a bump arena and are linked by atomic raw pointers, which safe Rust cannot express without a lock or reference counting on every link"
+)]
+
 use crate::invariants::invariant;
 use crate::key;
 use parking_lot::Mutex;
@@ -204,6 +209,7 @@ impl SkipList {
     ///
     /// # Panics
     /// If the key or the value is longer than `u32::MAX` bytes.
+    #[allow(clippy::indexing_slicing, reason = "`level` < `max_height` <= MAX_HEIGHT = `preds.len()`")]
     pub fn insert(&self, user_key: &[u8], trailer: u64, value: &[u8]) {
         assert!(user_key.len() <= u32::MAX as usize && value.len() <= u32::MAX as usize);
         let mut writer = self.writer.lock();

@@ -1,6 +1,13 @@
 //! Behaviour of the engine's public API, one behaviour per test.
 
-mod common;
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic,
+    clippy::unreachable,
+    reason = "test code: a panic is a failed test"
+)]
 
 use stampkv_engine::fs::{CrashPolicy, Fs, MemFs};
 use stampkv_engine::{
@@ -318,6 +325,33 @@ fn a_directory_with_data_but_no_current_is_refused() {
     fs.remove(&dir.join("CURRENT")).unwrap();
     let err = Db::open_with_fs(Arc::new(fs), dir, Options::default()).unwrap_err();
     assert!(err.is_corruption() && err.to_string().contains("CURRENT"), "{err}");
+}
+
+#[test]
+fn a_crash_while_a_database_is_first_created_leaves_one_that_opens() {
+    use stampkv_engine::fs::{FaultOp, FaultyFs};
+    let fs = MemFs::new();
+    let dir = Path::new("/c");
+    // The first open writes its manifest, then fails to rename CURRENT into place: what a
+    // kill between the two leaves behind.
+    let faulty = FaultyFs::new(Arc::new(fs.clone()));
+    faulty.fail(FaultOp::Rename, 1, std::io::ErrorKind::Other, true);
+    assert!(Db::open_with_fs(Arc::new(faulty), dir, Options::default()).is_err());
+    let crashed = fs.crash_clone(CrashPolicy::KeepAll);
+    let left = crashed.list(dir).unwrap();
+    assert!(left.iter().any(|n| n.starts_with("MANIFEST-")), "the manifest was written: {left:?}");
+    assert!(!left.iter().any(|n| n == "CURRENT" || n.ends_with(".log")), "{left:?}");
+    let db = Db::open_with_fs(Arc::new(crashed.clone()), dir, Options::default()).expect("created again");
+    assert_eq!(db.iter().count(), 0);
+    db.put(b"k", b"v").unwrap();
+    db.close().unwrap();
+    let names = crashed.list(dir).unwrap();
+    assert_eq!(
+        names.iter().filter(|n| n.starts_with("MANIFEST-")).count(),
+        1,
+        "leftovers removed: {names:?}"
+    );
+    assert!(!names.iter().any(|n| n.ends_with(".dbtmp")), "{names:?}");
 }
 
 #[test]

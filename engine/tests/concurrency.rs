@@ -22,6 +22,15 @@
 //! Longer: `STAMPKV_CONC_OPS=20000 cargo test -p stampkv-engine --test concurrency`
 //! (commits per writer thread); `STAMPKV_CONC_SEED=<n>` changes the seed.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic,
+    clippy::unreachable,
+    reason = "test code: a panic is a failed test"
+)]
+
 mod common;
 
 use common::{env_or, Rng};

@@ -3,6 +3,15 @@
 //! Longer: `STAMPKV_CRASH_CYCLES=300 cargo test -p stampkv-engine --test crash_process`, or
 //! `cargo run --release -p stampkv-engine --example crash_torture -- --cycles 1000`.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic,
+    clippy::unreachable,
+    reason = "test code: a panic is a failed test"
+)]
+
 mod support {
     pub mod crash_harness;
 }

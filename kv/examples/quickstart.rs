@@ -3,6 +3,12 @@
 //!
 //! `cargo run --release -p stampkv --example quickstart [directory]`
 
+#![allow(
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    reason = "an example: a failed step ends it with a message"
+)]
+
 use stampkv::{key, Kv, KvError, KvOptions, KvValue, ListOptions, Selector, SetOptions, Value};
 use std::time::Duration;
 

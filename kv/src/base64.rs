@@ -6,11 +6,13 @@ const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwx
 pub fn encode(bytes: &[u8]) -> String {
     let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
     for chunk in bytes.chunks(3) {
-        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        let byte = |i: usize| u32::from(chunk.get(i).copied().unwrap_or(0));
+        let n = (byte(0) << 16) | (byte(1) << 8) | byte(2);
         for i in 0..4 {
             if i <= chunk.len() {
-                out.push(ALPHABET[(n >> (18 - 6 * i)) as usize & 63] as char);
+                // `& 63` keeps the index inside the 64-symbol alphabet.
+                let symbol = ALPHABET.get((n >> (18 - 6 * i)) as usize & 63).copied().unwrap_or(b'=');
+                out.push(symbol as char);
             } else {
                 out.push('=');
             }
@@ -34,17 +36,18 @@ pub fn decode(text: &str) -> Option<Vec<u8>> {
             return None;
         }
         let mut n = 0u32;
-        for &c in &chunk[..4 - padding] {
+        for &c in chunk.get(..4 - padding)? {
             n = (n << 6) | ALPHABET.iter().position(|a| *a == c)? as u32;
         }
         n <<= 6 * padding as u32;
         let produced = 3 - padding;
         let decoded = [(n >> 16) as u8, (n >> 8) as u8, n as u8];
         // Canonical: the bits under the padding are zero.
-        if decoded[produced..].iter().any(|b| *b != 0) {
+        let (kept, under_padding) = decoded.split_at_checked(produced)?;
+        if under_padding.iter().any(|b| *b != 0) {
             return None;
         }
-        out.extend_from_slice(&decoded[..produced]);
+        out.extend_from_slice(kept);
     }
     Some(out)
 }

@@ -22,6 +22,7 @@ impl KvBigInt {
     pub const MAX_PARSED_BYTES: usize = 65_536;
 
     /// Builds an integer from a sign and a big-endian magnitude (leading zeros allowed).
+    #[allow(clippy::indexing_slicing, reason = "`first` is at most the length")]
     pub fn from_sign_magnitude(negative: bool, magnitude_be: &[u8]) -> Self {
         let first = magnitude_be.iter().position(|b| *b != 0).unwrap_or(magnitude_be.len());
         let magnitude = magnitude_be[first..].to_vec();
@@ -44,6 +45,7 @@ impl KvBigInt {
     }
 
     /// The value as an `i128`, if it fits.
+    #[allow(clippy::indexing_slicing, reason = "the magnitude is checked to be at most 16 bytes")]
     pub fn to_i128(&self) -> Option<i128> {
         if self.magnitude.len() > 16 {
             return None;
@@ -68,11 +70,12 @@ impl KvBigInt {
             return None;
         }
         let mut bytes = [0u8; 16];
-        bytes[16 - self.magnitude.len()..].copy_from_slice(&self.magnitude);
+        bytes.get_mut(16 - self.magnitude.len()..)?.copy_from_slice(&self.magnitude);
         Some(u128::from_be_bytes(bytes))
     }
 
     /// The value as a `u64`, if it fits (0 ..= 2^64 - 1).
+    #[allow(clippy::indexing_slicing, reason = "the magnitude is checked to be at most 8 bytes")]
     pub fn to_u64(&self) -> Option<u64> {
         if self.negative || self.magnitude.len() > 8 {
             return None;

@@ -225,9 +225,7 @@ impl Key {
 
 /// Decodes the part starting at `offset`; returns it and its encoded length.
 fn decode_part(bytes: &[u8], offset: usize) -> Result<(KeyPart, usize), KeyError> {
-    let input = &bytes[offset..];
-    let tag = input[0];
-    let rest = &input[1..];
+    let (&tag, rest) = bytes.get(offset..).and_then(<[u8]>::split_first).ok_or(KeyError::UnexpectedEof)?;
     match tag {
         TAG_BYTES => {
             let (raw, used) = decode_escaped(rest)?;

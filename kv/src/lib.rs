@@ -20,8 +20,6 @@
 //!
 //! See `../shared/SPEC.md` for the contract and DESIGN.md for how it maps onto the engine.
 
-#![deny(missing_docs)]
-
 mod atomic;
 mod base64;
 mod bigint;

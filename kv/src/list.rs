@@ -103,6 +103,7 @@ fn with_byte(bytes: &[u8], byte: u8) -> Vec<u8> {
 }
 
 /// Validates a selector and computes its range (before any cursor).
+#[allow(clippy::indexing_slicing, reason = "`common` is at most the length of `start`")]
 pub(crate) fn resolve_selector(selector: &Selector) -> Result<ResolvedRange, KvError> {
     let encode = |key: &Option<Key>| key.as_ref().map(Key::encode).transpose();
     let (prefix, start, end) = (encode(&selector.prefix)?, encode(&selector.start)?, encode(&selector.end)?);

@@ -53,9 +53,10 @@ impl FromStr for Versionstamp {
             return Err(InvalidVersionstamp);
         }
         let mut out = [0u8; 10];
-        for (i, pair) in bytes.chunks_exact(2).enumerate() {
+        for (slot, pair) in out.iter_mut().zip(bytes.chunks_exact(2)) {
             let digit = |c: u8| (c as char).to_digit(16).ok_or(InvalidVersionstamp);
-            out[i] = (digit(pair[0])? * 16 + digit(pair[1])?) as u8;
+            let &[high, low] = pair else { return Err(InvalidVersionstamp) };
+            *slot = (digit(high)? * 16 + digit(low)?) as u8;
         }
         Ok(Versionstamp(out))
     }

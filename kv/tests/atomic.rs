@@ -1,6 +1,15 @@
 //! Atomic operations: checks, every mutation kind, sum/min/max rules, all-or-nothing,
 //! versionstamps, and every limit with Deno's message.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic,
+    clippy::unreachable,
+    reason = "test code: a panic is a failed test"
+)]
+
 use stampkv::{
     key, CommitResult, Key, Kv, KvError, KvOptions, KvValue, Mutation, MutationKind, Value, Versionstamp,
 };

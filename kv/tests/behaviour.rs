@@ -1,6 +1,15 @@
 //! Serializability under concurrent check-and-retry commits, expiry, watch, and
 //! versionstamps across reopen and simulated crashes.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic,
+    clippy::unreachable,
+    reason = "test code: a panic is a failed test"
+)]
+
 use stampkv::{key, Key, Kv, KvOptions, KvValue, ManualClock, SetOptions, SyncMode, Value};
 use stampkv_engine::fs::{CrashPolicy, MemFs};
 use stampkv_engine::Options;

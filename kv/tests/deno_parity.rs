@@ -3,6 +3,15 @@
 //! outcome and error text below was checked against Deno 2.9.6 (`deno run --unstable-kv`
 //! on `Deno.openKv(":memory:")`); the comments quote what Deno printed.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic,
+    clippy::unreachable,
+    reason = "test code: a panic is a failed test"
+)]
+
 use stampkv::engine::Options;
 use stampkv::{
     key, EnqueueOptions, Key, KeyPart, Kv, KvBigInt, KvError, KvOptions, KvValue, ListOptions, ManualClock,

@@ -1,6 +1,15 @@
 //! `list`: every selector form, every validation error, Deno's cursor strings, paging
 //! through cursors, limits and batch sizes.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic,
+    clippy::unreachable,
+    reason = "test code: a panic is a failed test"
+)]
+
 use stampkv::{key, Key, Kv, KvError, KvOptions, KvValue, ListOptions, Selector};
 
 fn kv_with(keys: &[Key]) -> Kv {

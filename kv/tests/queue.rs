@@ -1,6 +1,15 @@
 //! The queue: delivery, delays, retries on the backoff schedule, dead letters, atomic
 //! enqueues, ordering, concurrency, persistence across reopen and crashes, limits.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic,
+    clippy::unreachable,
+    reason = "test code: a panic is a failed test"
+)]
+
 use parking_lot::Mutex;
 use stampkv::engine::fs::{CrashPolicy, MemFs};
 use stampkv::engine::Options;

@@ -33,6 +33,15 @@
 //! `STAMPKV_QUEUE_CRASH_MAX_DELAY_MS` (longest run of a child before the kill, default
 //! 1200). On failure the database directory is kept and its path printed.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic,
+    clippy::unreachable,
+    reason = "test code: a panic is a failed test"
+)]
+
 use stampkv::{
     key, EnqueueOptions, Key, KeyPart, Kv, KvOptions, KvValue, ListOptions, ListenOptions, Selector,
 };

@@ -5,6 +5,15 @@
 //! (`deno run --unstable-kv` on `Deno.openKv(":memory:")`); the comments quote what Deno
 //! printed.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic,
+    clippy::unreachable,
+    reason = "test code: a panic is a failed test"
+)]
+
 use stampkv::engine::fs::MemFs;
 use stampkv::value::v8;
 use stampkv::{

@@ -2,6 +2,15 @@
 //! the `kv` table read raw), byte-exact encoding, round trips, robustness against malformed
 //! input, sums on V8 numbers, and serde.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic,
+    clippy::unreachable,
+    reason = "test code: a panic is a failed test"
+)]
+
 use stampkv::value::{sum_v8, v8, SumError};
 use stampkv::{KvBigInt, KvValue, Value, ValueError};
 

@@ -4,6 +4,14 @@
 //! `cargo bench -p stampkv-sstable --bench table` (`STAMPKV_TABLE_BENCH_N` entries, default
 //! 200,000, with 16-byte keys and 100-byte values).
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic,
+    reason = "benchmark driver: a failed operation aborts the measurement"
+)]
+
 use criterion::{criterion_group, criterion_main, Criterion, SamplingMode, Throughput};
 use stampkv_sstable::{BlockCache, ReadAt, Table, TableBuilder, TableOptions};
 use stampkv_testkit::SplitMix64;

@@ -9,8 +9,8 @@
 use std::cmp::Ordering;
 use std::ops::Deref;
 
-use crate::coding::{get_u32_le, get_varint32};
 use crate::key::{compare_stored, TRAILER_LEN};
+use stampkv_coding::{get_u32_le, get_varint32};
 
 /// A block's bytes (trailer removed) plus the location of its restart array.
 ///
@@ -383,7 +383,6 @@ impl<B: Deref<Target = Block>> BlockIter<B> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic)]
 mod tests {
     use super::*;
     use crate::block_builder::BlockBuilder;

@@ -1,6 +1,6 @@
 //! Builds one block: prefix-compressed entries, then the restart array.
 
-use crate::coding::put_varint32;
+use stampkv_coding::put_varint32;
 
 /// Builds a block in memory.
 ///
@@ -87,7 +87,6 @@ impl BlockBuilder {
 }
 
 #[cfg(test)]
-#[allow(clippy::indexing_slicing)]
 mod tests {
     use super::BlockBuilder;
     use crate::key::push_stored_key;

@@ -120,7 +120,6 @@ impl BloomFilter {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -200,7 +200,6 @@ impl std::fmt::Debug for BlockCache {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

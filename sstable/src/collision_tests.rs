@@ -3,8 +3,6 @@
 //! damage. Opening, scanning and point lookups must never panic; they may return errors
 //! or wrong data (the checksum was defeated on purpose).
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
-
 use std::sync::Arc;
 
 use crate::block::{Block, BlockIter};
@@ -62,7 +60,7 @@ fn reseal(file: &mut [u8], h: BlockHandle) {
 /// Recomputes the footer checksum.
 fn reseal_footer(file: &mut [u8]) {
     let start = file.len() - FOOTER_LEN;
-    let crc = crate::format::mask_crc(crc32fast::hash(&file[start..start + 44]));
+    let crc = stampkv_coding::crc::mask(crc32fast::hash(&file[start..start + 44]));
     file[start + 44..start + 48].copy_from_slice(&crc.to_le_bytes());
 }
 

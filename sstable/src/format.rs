@@ -2,9 +2,10 @@
 //!
 //! See `FORMAT.md` for the byte-level description.
 
-use crate::coding::{get_u32_le, get_u64_le, get_varint64, put_varint64};
 use crate::error::TableError;
 use crate::read_at::ReadAt;
+use stampkv_coding::crc::mask;
+use stampkv_coding::{get_u32_le, get_u64_le, get_varint64, put_varint64};
 
 /// Bytes after every block: type (1) + masked CRC-32 (4).
 pub(crate) const BLOCK_TRAILER_LEN: usize = 5;
@@ -24,14 +25,6 @@ const FOOTER_CRC_POS: usize = 44;
 /// Offset of the magic number within the footer.
 const FOOTER_MAGIC_POS: usize = 48;
 
-/// LevelDB's CRC mask: rotate right by 15 bits and add a constant, so that a CRC stored
-/// inside CRC-protected data does not make the outer CRC degenerate.
-#[inline]
-pub(crate) fn mask_crc(crc: u32) -> u32 {
-    // == ((crc >> 15) | (crc << 17)) + 0xa282ead8 (mod 2^32)
-    crc.rotate_right(15).wrapping_add(0xa282_ead8)
-}
-
 /// The masked checksum of a block: CRC-32 over its bytes, its type byte and its file
 /// offset (u64 LE). Including the offset makes a valid block read from the wrong
 /// place fail verification.
@@ -40,7 +33,7 @@ pub(crate) fn block_checksum(contents: &[u8], block_type: u8, offset: u64) -> u3
     hasher.update(contents);
     hasher.update(&[block_type]);
     hasher.update(&offset.to_le_bytes());
-    mask_crc(hasher.finalize())
+    mask(hasher.finalize())
 }
 
 /// The 5-byte trailer to write after a block stored at `offset`.
@@ -102,7 +95,7 @@ impl Footer {
         buf.extend_from_slice(&version.to_le_bytes());
         buf.push(CHECKSUM_KIND_CRC32_CONTEXT);
         buf.resize(FOOTER_CRC_POS, 0); // padding
-        let crc = mask_crc(crc32fast::hash(&buf));
+        let crc = mask(crc32fast::hash(&buf));
         buf.extend_from_slice(&crc.to_le_bytes());
         buf.extend_from_slice(&MAGIC);
         let mut out = [0u8; FOOTER_LEN];
@@ -122,7 +115,7 @@ impl Footer {
         }
         let stored_crc = get_u32_le(buf, FOOTER_CRC_POS).ok_or_else(|| corrupt("short footer"))?;
         let covered = buf.get(..FOOTER_CRC_POS).unwrap_or_default();
-        if mask_crc(crc32fast::hash(covered)) != stored_crc {
+        if mask(crc32fast::hash(covered)) != stored_crc {
             return Err(corrupt("footer checksum mismatch"));
         }
         let version = get_u32_le(buf, 32).ok_or_else(|| corrupt("short footer"))?;
@@ -175,7 +168,6 @@ pub(crate) fn read_block(
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -201,12 +193,5 @@ mod tests {
         assert_eq!(BlockHandle::decode(&buf), None);
         assert_eq!(BlockHandle::decode(&[]), None);
         assert_eq!(BlockHandle { offset: u64::MAX, size: 1 }.end(), None);
-    }
-
-    #[test]
-    fn crc_mask_matches_leveldb() {
-        // LevelDB's crc32c test: Unmask(Mask(x)) == x; here we just pin the formula.
-        assert_eq!(mask_crc(0), 0xa282_ead8);
-        assert_eq!(mask_crc(1 << 15), 0xa282_ead9);
     }
 }

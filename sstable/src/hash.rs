@@ -91,7 +91,6 @@ fn avalanche(mut h: u64) -> u64 {
 }
 
 #[cfg(test)]
-#[allow(clippy::indexing_slicing)]
 mod tests {
     use super::xxh64;
 

@@ -100,7 +100,6 @@ impl IndexBlock {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
     use crate::block_builder::BlockBuilder;

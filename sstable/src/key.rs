@@ -95,7 +95,6 @@ pub(crate) fn shortest_separator(last_user: &[u8], next_user: &[u8]) -> Option<V
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

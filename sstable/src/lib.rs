@@ -68,24 +68,12 @@
 //! ```
 
 #![forbid(unsafe_code)]
-#![deny(missing_docs)]
-// Decoding must never panic on arbitrary bytes: no unchecked indexing, no unwraps.
-#![deny(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    clippy::panic,
-    clippy::todo,
-    clippy::unimplemented,
-    clippy::unreachable
-)]
 
 mod block;
 mod block_builder;
 mod bloom;
 mod builder;
 mod cache;
-mod coding;
 mod error;
 mod format;
 mod hash;

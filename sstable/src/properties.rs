@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 
 use crate::block::{Block, BlockIter};
 use crate::block_builder::BlockBuilder;
-use crate::coding::{get_varint64, put_varint64};
 use crate::key::{push_stored_key, split_stored_key};
+use stampkv_coding::{get_varint64, put_varint64};
 
 const DATA_BLOCKS: &str = "stampkv.data_blocks";
 const DATA_BYTES: &str = "stampkv.data_bytes";

@@ -239,7 +239,6 @@ pub(crate) fn in_trailer(pos: usize) -> bool {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
 mod tests {
     use super::*;
 

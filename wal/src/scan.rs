@@ -124,7 +124,6 @@ fn try_candidate(data: &[u8], segment: u64, q: usize, r: usize, block_end: usize
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
 mod tests {
     use super::*;
 

@@ -371,7 +371,6 @@ pub fn seal_recovered_segment<F: LogFile>(
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
 mod tests {
     use super::*;
     use crate::mem::MemLogFile;

@@ -24,6 +24,10 @@ pub(crate) fn start(inner: &Arc<DbInner>) -> Vec<JoinHandle<()>> {
     threads
 }
 
+#[allow(
+    clippy::expect_used,
+    reason = "the database cannot run without its background threads; `std::thread::spawn` panics the same way"
+)]
 /// Starts a background thread. A panic in it (a bug, or a failed invariant check) poisons
 /// the database instead of leaving writers waiting for work that never comes.
 fn spawn(name: &str, inner: &Arc<DbInner>, body: impl FnOnce(&DbInner) + Send + 'static) -> JoinHandle<()> {

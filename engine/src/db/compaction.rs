@@ -95,9 +95,9 @@ impl DbInner {
             return Some(Self::plan_whole_level(version, 0, 1));
         }
         let files = version.files(level);
-        let pointer = &pointers[level];
+        let pointer = pointers.get_mut(level)?;
         let file = files.iter().find(|f| f.desc.largest_key > *pointer).or(files.first())?.clone();
-        pointers[level] = file.desc.largest_key.clone();
+        *pointer = file.desc.largest_key.clone();
         let overlapping = version.overlapping(level + 1, &file.desc.smallest_key, &file.desc.largest_key);
         Some(Plan { level, output_level: level + 1, inputs: vec![file], overlapping })
     }
@@ -114,8 +114,7 @@ impl DbInner {
 
     /// Runs one compaction and installs its result.
     fn run(&self, plan: &Plan) -> Result<()> {
-        if plan.is_trivial_move() {
-            let file = &plan.inputs[0];
+        if let (true, [file]) = (plan.is_trivial_move(), plan.inputs.as_slice()) {
             let edit = VersionEdit {
                 deleted: vec![(plan.level, file.desc.number)],
                 added: vec![(plan.output_level, file.desc.clone())],
@@ -221,10 +220,9 @@ impl<'a> BaseLevelCheck<'a> {
     }
 
     fn is_base_level(&mut self, user_key: &[u8]) -> bool {
-        for level in self.output_level + 1..NUM_LEVELS {
+        for (level, position) in self.positions.iter_mut().enumerate().skip(self.output_level + 1) {
             let files = self.version.files(level);
-            let position = &mut self.positions[level];
-            while *position < files.len() && files[*position].desc.largest_key.as_slice() < user_key {
+            while files.get(*position).is_some_and(|f| f.desc.largest_key.as_slice() < user_key) {
                 *position += 1;
             }
             if files.get(*position).is_some_and(|f| f.desc.smallest_key.as_slice() <= user_key) {

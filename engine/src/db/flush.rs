@@ -201,12 +201,10 @@ impl DbInner {
         let mut versions = self.versions.lock();
         let next_segment = {
             let state = self.read_state.read();
-            let count = state.imms.len();
-            debug_assert!(Arc::ptr_eq(&state.imms[count - 1], &imm));
-            if count >= 2 {
-                state.imms[count - 2].wal_segment()
-            } else {
-                state.mem.wal_segment()
+            debug_assert!(state.imms.last().is_some_and(|last| Arc::ptr_eq(last, &imm)));
+            match state.imms.iter().rev().nth(1) {
+                Some(previous) => previous.wal_segment(),
+                None => state.mem.wal_segment(),
             }
         };
         let added: Vec<Arc<TableFile>> = file.into_iter().collect();

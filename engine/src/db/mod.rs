@@ -407,6 +407,7 @@ impl DbInner {
         self.work.lock().shutdown
     }
 
+    #[allow(clippy::indexing_slicing, reason = "`level` < NUM_LEVELS, the length of both arrays")]
     fn stats(&self) -> Stats {
         let mut stats = Stats::default();
         stats.fill_counters(&self.counters);

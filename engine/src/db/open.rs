@@ -56,9 +56,9 @@ pub(crate) fn open(fs: Arc<dyn Fs>, dir: &Path, options: Options) -> Result<DbIn
         cache: Arc::new(BlockCache::new(options.block_cache_bytes)),
     };
     let mut levels: [Vec<Arc<TableFile>>; NUM_LEVELS] = Default::default();
-    for (level, files) in state.levels.iter().enumerate() {
+    for (level_files, files) in levels.iter_mut().zip(state.levels.iter()) {
         for desc in files.values() {
-            levels[level].push(tables.open_existing(desc.clone())?);
+            level_files.push(tables.open_existing(desc.clone())?);
         }
     }
     let mut replay = Replay::new(&tables, &next_file, &options, state.last_seq);
@@ -145,12 +145,14 @@ fn load_manifest(
             version::recover_manifest(fs, dir, &manifest)
         }
         None => {
-            let has_data = names.iter().any(|n| {
-                matches!(
-                    filename::parse(n),
-                    Some(FileKind::Wal(_) | FileKind::Table(_) | FileKind::Manifest(_))
-                )
-            });
+            // Every open that completes writes CURRENT before it creates its WAL segment,
+            // and a database always keeps one segment. So manifests or temporary files
+            // without CURRENT, a WAL or a table are what a crash leaves while a database is
+            // first created: nothing was ever committed, and it is created again (the
+            // leftovers are removed as obsolete). A WAL or a table without CURRENT is data.
+            let has_data = names
+                .iter()
+                .any(|n| matches!(filename::parse(n), Some(FileKind::Wal(_) | FileKind::Table(_))));
             if has_data {
                 return Err(Error::corruption(
                     filename::current_path(dir).display().to_string(),

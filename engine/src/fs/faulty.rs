@@ -40,9 +40,11 @@ impl Plan {
     /// Counts a call of `op`; the error to return if it must fail.
     fn check(&mut self, op: FaultOp) -> io::Result<()> {
         let index = OPS.iter().position(|o| *o == op).unwrap_or(0);
-        self.counts[index] += 1;
+        let count = self.counts.get_mut(index).map_or(0, |count| {
+            *count += 1;
+            *count
+        });
         if let Some((fault_op, nth, kind, sticky)) = self.fault {
-            let count = self.counts[index];
             if fault_op == op && (count == nth || (sticky && count > nth)) {
                 self.injected += 1;
                 return Err(io::Error::new(kind, format!("injected {kind:?} on {op:?} call {count}")));
@@ -79,7 +81,7 @@ impl FaultyFs {
     /// Calls of `op` so far.
     pub fn calls(&self, op: FaultOp) -> u64 {
         let index = OPS.iter().position(|o| *o == op).unwrap_or(0);
-        self.plan.lock().counts[index]
+        self.plan.lock().counts.get(index).copied().unwrap_or(0)
     }
 
     /// Failures injected so far.

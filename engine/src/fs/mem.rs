@@ -73,6 +73,15 @@ struct FileData {
     undo: BTreeMap<usize, Vec<u8>>,
 }
 
+/// Copies `src` over `dst`. Callers compute both ranges inside their buffers and of the same
+/// length; a range that is not would be a bug here, caught in debug builds.
+fn copy_checked(dst: Option<&mut [u8]>, src: Option<&[u8]>) {
+    match (dst, src) {
+        (Some(dst), Some(src)) if dst.len() == src.len() => dst.copy_from_slice(src),
+        _ => debug_assert!(false, "page copy out of bounds"),
+    }
+}
+
 impl FileData {
     /// Saves the durable content of the pages covering `[start, end)` before they change.
     fn remember_pages(&mut self, start: usize, end: usize) {
@@ -89,7 +98,7 @@ impl FileData {
             let durable_end = self.durable_len.min(self.current.len());
             if from < durable_end {
                 let to = (from + PAGE_SIZE).min(durable_end);
-                old[..to - from].copy_from_slice(&self.current[from..to]);
+                copy_checked(old.get_mut(..to - from), self.current.get(from..to));
             }
             self.undo.insert(page, old);
         }
@@ -101,7 +110,7 @@ impl FileData {
         if self.current.len() < end {
             self.current.resize(end, 0);
         }
-        self.current[offset..end].copy_from_slice(buf);
+        copy_checked(self.current.get_mut(offset..end), Some(buf));
     }
 
     fn set_len(&mut self, len: usize) {
@@ -139,7 +148,7 @@ impl FileData {
                 _ => rng.below((to - from) as u64) as usize,
             };
             let old_from = from + keep_new_bytes;
-            data[old_from..to].copy_from_slice(&old[keep_new_bytes..to - from]);
+            copy_checked(data.get_mut(old_from..to), old.get(keep_new_bytes..to - from));
         }
         let (short, long) =
             (self.current.len().min(self.durable_len), self.current.len().max(self.durable_len));
@@ -159,7 +168,7 @@ impl FileData {
             let from = page * PAGE_SIZE;
             if from < data.len() {
                 let to = (from + PAGE_SIZE).min(data.len());
-                data[from..to].copy_from_slice(&old[..to - from]);
+                copy_checked(data.get_mut(from..to), old.get(..to - from));
             }
         }
         data.truncate(self.durable_len);
@@ -291,7 +300,7 @@ impl MemFs {
             (None, CrashPolicy::DropAll) => 0,
             (None, _) => state.pending_ops.len(),
         };
-        for op in &state.pending_ops[..kept_ops] {
+        for op in state.pending_ops.iter().take(kept_ops) {
             op.apply(&mut names);
         }
         let mut inodes = HashMap::new();

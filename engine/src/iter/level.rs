@@ -57,6 +57,10 @@ impl LevelIter {
         Ok(())
     }
 
+    #[allow(
+        clippy::expect_used,
+        reason = "only the methods that require `valid()` (the `InternalIterator` contract) call this"
+    )]
     fn source(&self) -> &TableSource {
         self.current.as_ref().expect("level iterator used while invalid")
     }

@@ -4,6 +4,12 @@
 //! largest child is found by a linear scan, as LevelDB's MergingIterator does. Changing
 //! direction repositions every other child just past the current key.
 
+#![allow(
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    reason = "child indices are below `children.len()` (loop bounds, or `current`, which only the `find_*` scans set); the methods that require `valid()` (the `InternalIterator` contract) panic without it"
+)]
+
 use super::InternalIterator;
 use crate::key;
 use crate::Result;

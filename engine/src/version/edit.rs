@@ -15,7 +15,7 @@
 //! Unknown tags are corruption: a newer writer must bump `format_version`.
 
 use super::{FileDesc, NUM_LEVELS};
-use crate::coding::{put_length_prefixed, put_varint, Reader};
+use stampkv_coding::{put_length_prefixed, put_varint64, Reader};
 
 /// The manifest format this code writes and reads.
 pub const MANIFEST_FORMAT_VERSION: u64 = 1;
@@ -56,25 +56,25 @@ impl VersionEdit {
         ];
         for (tag, value) in counters {
             if let Some(value) = value {
-                put_varint(&mut out, tag);
-                put_varint(&mut out, value);
+                put_varint64(&mut out, tag);
+                put_varint64(&mut out, value);
             }
         }
         for &(level, number) in &self.deleted {
-            put_varint(&mut out, TAG_DELETED);
-            put_varint(&mut out, level as u64);
-            put_varint(&mut out, number);
+            put_varint64(&mut out, TAG_DELETED);
+            put_varint64(&mut out, level as u64);
+            put_varint64(&mut out, number);
         }
         for (level, desc) in &self.added {
-            put_varint(&mut out, TAG_ADDED);
-            put_varint(&mut out, *level as u64);
-            put_varint(&mut out, desc.number);
-            put_varint(&mut out, desc.size);
-            put_varint(&mut out, desc.entry_count);
+            put_varint64(&mut out, TAG_ADDED);
+            put_varint64(&mut out, *level as u64);
+            put_varint64(&mut out, desc.number);
+            put_varint64(&mut out, desc.size);
+            put_varint64(&mut out, desc.entry_count);
             put_length_prefixed(&mut out, &desc.smallest_key);
-            put_varint(&mut out, desc.smallest_trailer);
+            put_varint64(&mut out, desc.smallest_trailer);
             put_length_prefixed(&mut out, &desc.largest_key);
-            put_varint(&mut out, desc.largest_trailer);
+            put_varint64(&mut out, desc.largest_trailer);
         }
         out
     }

@@ -37,14 +37,14 @@ impl Version {
         Ok(version)
     }
 
-    /// Files of `level`.
+    /// Files of `level` (none if `level >= NUM_LEVELS`).
     pub fn files(&self, level: usize) -> &[Arc<TableFile>] {
-        &self.levels[level]
+        self.levels.get(level).map_or(&[], Vec::as_slice)
     }
 
     /// Total bytes of the files of `level`.
     pub fn level_bytes(&self, level: usize) -> u64 {
-        self.levels[level].iter().map(|f| f.desc.size).sum()
+        self.files(level).iter().map(|f| f.desc.size).sum()
     }
 
     /// Total bytes of all files.
@@ -62,11 +62,13 @@ impl Version {
     fn check_disjoint_levels(&self) -> Result<(), String> {
         for (level, files) in self.levels.iter().enumerate().skip(1) {
             for pair in files.windows(2) {
-                if pair[0].desc.largest_key >= pair[1].desc.smallest_key {
-                    return Err(format!(
-                        "level {level}: files {} and {} overlap",
-                        pair[0].desc.number, pair[1].desc.number
-                    ));
+                if let [a, b] = pair {
+                    if a.desc.largest_key >= b.desc.smallest_key {
+                        return Err(format!(
+                            "level {level}: files {} and {} overlap",
+                            a.desc.number, b.desc.number
+                        ));
+                    }
                 }
             }
         }
@@ -99,7 +101,7 @@ impl Version {
 
     /// Files of `level` whose user-key range meets [lo, hi] (inclusive).
     pub fn overlapping(&self, level: usize, lo: &[u8], hi: &[u8]) -> Vec<Arc<TableFile>> {
-        self.levels[level]
+        self.files(level)
             .iter()
             .filter(|f| f.desc.smallest_key.as_slice() <= hi && f.desc.largest_key.as_slice() >= lo)
             .cloned()

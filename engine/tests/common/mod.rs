@@ -1,8 +1,6 @@
 //! Helpers shared by the engine's integration tests.
-#![allow(dead_code)]
 
 /// The shared seeded generator of stampkv's tests.
-#[allow(unused_imports)] // not every test binary that includes this module draws numbers
 pub use stampkv_testkit::SplitMix64 as Rng;
 
 /// An integer from the environment, or a default (CI uses the defaults).

@@ -3,6 +3,14 @@
 //!
 //! `cargo run -p stampkv-fuzz-harness --example write_seeds`
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic,
+    reason = "writing the seed corpus stops at the first failure"
+)]
+
 use std::path::Path;
 
 fn main() -> std::io::Result<()> {

@@ -2,6 +2,15 @@
 //! regression inputs) and every generated seed through its target on the stable toolchain,
 //! plus named regression cases for what the fuzzers found.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic,
+    clippy::unreachable,
+    reason = "test code: a panic is a failed test"
+)]
+
 use std::path::Path;
 
 use stampkv::value::v8;

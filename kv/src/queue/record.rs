@@ -14,6 +14,7 @@
 //! No user key starts with 0xFF, and no list range reaches these keys.
 
 use crate::{KvError, KvValue};
+use stampkv_coding::{put_length_prefixed, put_varint64, Reader};
 
 /// The engine-key prefix of queued messages.
 pub(crate) const QUEUE_PREFIX: [u8; 2] = [0xFF, b'q'];
@@ -32,13 +33,11 @@ pub(crate) fn message_key(deadline_ms: u64, sequence: u64, index: u32) -> Vec<u8
 
 /// The parts of a message key: (deadline, sequence, index).
 pub(crate) fn parse_message_key(key: &[u8]) -> Option<(u64, u64, u32)> {
-    if key.len() != KEY_BYTES || key[..2] != QUEUE_PREFIX {
-        return None;
-    }
-    let deadline = u64::from_be_bytes(key[2..10].try_into().ok()?);
-    let sequence = u64::from_be_bytes(key[10..18].try_into().ok()?);
-    let index = u32::from_be_bytes(key[18..22].try_into().ok()?);
-    Some((deadline, sequence, index))
+    let rest = key.strip_prefix(&QUEUE_PREFIX)?;
+    let (deadline, rest) = rest.split_first_chunk::<8>()?;
+    let (sequence, rest) = rest.split_first_chunk::<8>()?;
+    let index: [u8; 4] = rest.try_into().ok()?;
+    Some((u64::from_be_bytes(*deadline), u64::from_be_bytes(*sequence), u32::from_be_bytes(index)))
 }
 
 /// A queued message.
@@ -50,51 +49,21 @@ pub(crate) struct MessageRecord {
     pub keys_if_undelivered: Vec<Vec<u8>>,
 }
 
-fn put_varint(out: &mut Vec<u8>, mut value: u64) {
-    while value >= 0x80 {
-        out.push((value as u8) | 0x80);
-        value >>= 7;
-    }
-    out.push(value as u8);
-}
-
-fn read_varint(input: &mut &[u8]) -> Option<u64> {
-    let mut value = 0u64;
-    for shift in (0..64).step_by(7) {
-        let (&byte, rest) = input.split_first()?;
-        *input = rest;
-        value |= u64::from(byte & 0x7F) << shift;
-        if byte < 0x80 {
-            return Some(value);
-        }
-    }
-    None
-}
-
-fn read_bytes<'a>(input: &mut &'a [u8]) -> Option<&'a [u8]> {
-    let len = usize::try_from(read_varint(input)?).ok()?;
-    let (bytes, rest) = input.split_at_checked(len)?;
-    *input = rest;
-    Some(bytes)
-}
-
 impl MessageRecord {
     /// Encodes the record.
     pub fn encode(&self) -> Vec<u8> {
         let payload = self.payload.encode_stored();
         let mut out = Vec::with_capacity(payload.len() + 16);
         out.push(RECORD_VERSION);
-        put_varint(&mut out, u64::from(self.attempts));
-        put_varint(&mut out, payload.len() as u64);
-        out.extend_from_slice(&payload);
-        put_varint(&mut out, self.backoff_ms.len() as u64);
+        put_varint64(&mut out, u64::from(self.attempts));
+        put_length_prefixed(&mut out, &payload);
+        put_varint64(&mut out, self.backoff_ms.len() as u64);
         for interval in &self.backoff_ms {
-            put_varint(&mut out, u64::from(*interval));
+            put_varint64(&mut out, u64::from(*interval));
         }
-        put_varint(&mut out, self.keys_if_undelivered.len() as u64);
+        put_varint64(&mut out, self.keys_if_undelivered.len() as u64);
         for key in &self.keys_if_undelivered {
-            put_varint(&mut out, key.len() as u64);
-            out.extend_from_slice(key);
+            put_length_prefixed(&mut out, key);
         }
         out
     }
@@ -111,22 +80,22 @@ impl MessageRecord {
     }
 
     fn parse(bytes: &[u8]) -> Option<MessageRecord> {
-        let (&version, mut input) = bytes.split_first()?;
-        if version != RECORD_VERSION {
+        let mut input = Reader::new(bytes);
+        if input.u8()? != RECORD_VERSION {
             return None;
         }
-        let attempts = u32::try_from(read_varint(&mut input)?).ok()?;
-        let payload = KvValue::decode_stored(read_bytes(&mut input)?).ok()?;
-        let count = usize::try_from(read_varint(&mut input)?).ok()?;
-        let backoff_ms = (0..count.min(input.len()))
-            .map(|_| read_varint(&mut input).and_then(|v| u32::try_from(v).ok()))
+        let attempts = u32::try_from(input.varint()?).ok()?;
+        let payload = KvValue::decode_stored(input.length_prefixed()?).ok()?;
+        let count = usize::try_from(input.varint()?).ok()?;
+        let backoff_ms = (0..count.min(input.remaining()))
+            .map(|_| input.varint().and_then(|v| u32::try_from(v).ok()))
             .collect::<Option<Vec<_>>>()?;
         if backoff_ms.len() != count {
             return None;
         }
-        let count = usize::try_from(read_varint(&mut input)?).ok()?;
-        let keys = (0..count.min(input.len()))
-            .map(|_| read_bytes(&mut input).map(<[u8]>::to_vec))
+        let count = usize::try_from(input.varint()?).ok()?;
+        let keys = (0..count.min(input.remaining()))
+            .map(|_| input.length_prefixed().map(<[u8]>::to_vec))
             .collect::<Option<Vec<_>>>()?;
         if keys.len() != count || !input.is_empty() {
             return None;
@@ -155,6 +124,38 @@ mod tests {
         let mut extra = bytes.clone();
         extra.push(0);
         assert!(MessageRecord::decode(&extra).is_err());
+    }
+
+    #[test]
+    fn overflowing_varints_are_refused() {
+        let record = MessageRecord {
+            attempts: 0,
+            payload: KvValue::Bytes(b"m".to_vec()),
+            backoff_ms: vec![],
+            keys_if_undelivered: vec![vec![1]],
+        };
+        let good = record.encode();
+        assert_eq!(MessageRecord::decode(&good).unwrap(), record);
+        // The key count (second to last field) as a ten-byte varint whose last byte
+        // carries bits past the 64th: the old reader dropped them and read the count as 1.
+        let key_count_at = good.len() - 3;
+        assert_eq!(good[key_count_at], 1);
+        let mut overflowing = good[..key_count_at].to_vec();
+        overflowing.extend_from_slice(&[0x81, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x7e]);
+        overflowing.extend_from_slice(&good[key_count_at + 1..]);
+        assert!(MessageRecord::decode(&overflowing).is_err());
+        // The same count as an overlong but representable ten-byte varint still reads.
+        let mut representable = good[..key_count_at].to_vec();
+        representable.extend_from_slice(&[0x81, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00]);
+        representable.extend_from_slice(&good[key_count_at + 1..]);
+        assert_eq!(MessageRecord::decode(&representable).unwrap(), record);
+        // An attempts field past u64 (ten bytes, tenth above 1), and one of eleven bytes.
+        for attempts in [&[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02][..], &[0x80; 11][..]] {
+            let mut bytes = vec![RECORD_VERSION];
+            bytes.extend_from_slice(attempts);
+            bytes.extend_from_slice(&good[2..]);
+            assert!(MessageRecord::decode(&bytes).is_err());
+        }
     }
 
     #[test]

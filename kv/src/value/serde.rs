@@ -288,15 +288,26 @@ impl ser::SerializeMap for MapSerializer {
         Ok(())
     }
     fn end(self) -> Result<Value, ValueError> {
-        if !self.entries.iter().all(|(key, _)| matches!(key, Value::String(_))) {
-            return Ok(Value::Map(self.entries));
+        let mut string_keyed: Vec<(String, Value)> = Vec::with_capacity(self.entries.len());
+        let mut entries = self.entries.into_iter();
+        while let Some((key, value)) = entries.next() {
+            match key {
+                Value::String(key) => string_keyed.push((key, value)),
+                key => {
+                    // Not every key is a string: a Map, with every entry in order.
+                    let mut map: Vec<(Value, Value)> =
+                        string_keyed.into_iter().map(|(key, value)| (Value::String(key), value)).collect();
+                    map.push((key, value));
+                    map.extend(entries);
+                    return Ok(Value::Map(map));
+                }
+            }
         }
-        let mut properties: Vec<(String, Value)> = Vec::with_capacity(self.entries.len());
+        let mut properties: Vec<(String, Value)> = Vec::with_capacity(string_keyed.len());
         let mut positions: HashMap<String, usize> = HashMap::new();
-        for (key, value) in self.entries {
-            let Value::String(key) = key else { unreachable!("all keys are strings") };
-            match positions.get(&key) {
-                Some(&at) => properties[at].1 = value,
+        for (key, value) in string_keyed {
+            match positions.get(&key).and_then(|&at| properties.get_mut(at)) {
+                Some(property) => property.1 = value,
                 None => {
                     positions.insert(key.clone(), properties.len());
                     properties.push((key, value));
@@ -373,11 +384,12 @@ fn invalid_type(value: &Value, expected: &dyn de::Expected) -> ValueError {
 }
 
 fn bigint_to_u128(n: &KvBigInt) -> Option<u128> {
-    if n.is_negative() || n.magnitude_be().len() > 16 {
+    if n.is_negative() {
         return None;
     }
+    let magnitude = n.magnitude_be();
     let mut bytes = [0u8; 16];
-    bytes[16 - n.magnitude_be().len()..].copy_from_slice(n.magnitude_be());
+    bytes.get_mut(16usize.checked_sub(magnitude.len())?..)?.copy_from_slice(magnitude);
     Some(u128::from_be_bytes(bytes))
 }
 
@@ -615,9 +627,12 @@ impl<'de> de::Deserializer<'de> for Value {
     ) -> Result<V::Value, ValueError> {
         match self {
             Value::String(variant) => visitor.visit_enum(EnumAccess { variant, value: None }),
-            Value::Object(mut properties) if properties.len() == 1 => match properties.pop() {
-                Some((variant, value)) => visitor.visit_enum(EnumAccess { variant, value: Some(value) }),
-                None => unreachable!("one property"),
+            Value::Object(properties) => match <[(String, Value); 1]>::try_from(properties) {
+                Ok([(variant, value)]) => visitor.visit_enum(EnumAccess { variant, value: Some(value) }),
+                Err(properties) => Err(invalid_type(
+                    &Value::Object(properties),
+                    &"a string or an object with one property (an enum)",
+                )),
             },
             other => Err(invalid_type(&other, &"a string or an object with one property (an enum)")),
         }

@@ -3,6 +3,7 @@
 
 use super::{v8, KvValue, Value, ValueError};
 use crate::KvBigInt;
+use stampkv_coding::put_varint64;
 use std::cmp::Ordering;
 use std::fmt;
 
@@ -150,12 +151,7 @@ fn encode(result: Operand) -> KvValue {
             let magnitude = n.magnitude_be();
             let len = magnitude.len().max(1);
             out.push(b'Z');
-            let mut bitfield = ((len as u64) << 1) | u64::from(n.is_negative());
-            while bitfield >= 0x80 {
-                out.push((bitfield as u8 & 0x7f) | 0x80);
-                bitfield >>= 7;
-            }
-            out.push(bitfield as u8);
+            put_varint64(&mut out, ((len as u64) << 1) | u64::from(n.is_negative()));
             if magnitude.is_empty() {
                 out.push(0);
             }

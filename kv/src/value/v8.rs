@@ -11,6 +11,7 @@
 
 use super::{Value, ValueError};
 use crate::KvBigInt;
+use stampkv_coding::{put_varint64, varint_len};
 use std::collections::HashSet;
 
 /// The format version [`serialize`] writes (`FF 0F`).
@@ -135,12 +136,8 @@ fn not_allowed(what: impl Into<String>) -> ValueError {
 }
 
 impl Writer {
-    fn varint(&mut self, mut value: u64) {
-        while value >= 0x80 {
-            self.out.push((value as u8 & 0x7f) | 0x80);
-            value >>= 7;
-        }
-        self.out.push(value as u8);
+    fn varint(&mut self, value: u64) {
+        put_varint64(&mut self.out, value);
     }
 
     fn length(&mut self, len: usize, what: &str) -> Result<(), ValueError> {
@@ -319,15 +316,6 @@ impl Writer {
     }
 }
 
-fn varint_len(mut value: u64) -> usize {
-    let mut len = 1;
-    while value >= 0x80 {
-        len += 1;
-        value >>= 7;
-    }
-    len
-}
-
 /// The value as an int32 if V8 would hold it as a Smi (an integer in range, not -0).
 fn as_int32(value: f64) -> Option<i32> {
     if value >= i32::MIN as f64 && value <= i32::MAX as f64 && value.fract() == 0.0 {
@@ -344,7 +332,7 @@ fn check_unique_keys(properties: &[(String, Value)]) -> Result<(), ValueError> {
         properties
             .iter()
             .enumerate()
-            .find(|(i, (key, _))| properties[..*i].iter().any(|(other, _)| other == key))
+            .find(|(i, (key, _))| properties.iter().take(*i).any(|(other, _)| other == key))
     } else {
         let mut seen = HashSet::with_capacity(properties.len());
         properties.iter().enumerate().find(|(_, (key, _))| !seen.insert(key.as_str()))
@@ -370,7 +358,7 @@ fn array_index(key: &str) -> Option<u64> {
     if bytes.is_empty() || bytes.len() > 10 || !bytes.iter().all(u8::is_ascii_digit) {
         return None;
     }
-    if bytes.len() > 1 && bytes[0] == b'0' {
+    if bytes.len() > 1 && bytes.first() == Some(&b'0') {
         return None;
     }
     let index: u64 = key.parse().ok()?;
@@ -600,7 +588,7 @@ impl<'a> Reader<'a> {
         }
         self.version = version;
         let value = self.read_value()?;
-        while self.pos < self.data.len() && self.data[self.pos] == TAG_PADDING {
+        while self.data.get(self.pos) == Some(&TAG_PADDING) {
             self.pos += 1;
         }
         if self.pos < self.data.len() {
@@ -629,12 +617,11 @@ impl<'a> Reader<'a> {
     }
 
     fn raw(&mut self, len: usize) -> ReadResult<&'a [u8]> {
-        if len > self.remaining() {
+        let data: &'a [u8] = self.data;
+        let Some(slice) = data.get(self.pos..).and_then(|rest| rest.get(..len)) else {
             return self
                 .malformed(self.pos, format!("length {len} exceeds the {} bytes left", self.remaining()));
-        }
-        let data: &'a [u8] = self.data;
-        let slice = &data[self.pos..self.pos + len];
+        };
         self.pos += len;
         Ok(slice)
     }
@@ -681,7 +668,7 @@ impl<'a> Reader<'a> {
 
     /// The next tag, after any padding, without consuming it.
     fn peek_tag(&self) -> Option<u8> {
-        self.data[self.pos..].iter().copied().find(|&b| b != TAG_PADDING)
+        self.data.get(self.pos..)?.iter().copied().find(|&b| b != TAG_PADDING)
     }
 
     fn read_tag(&mut self) -> ReadResult<u8> {
@@ -695,7 +682,7 @@ impl<'a> Reader<'a> {
 
     /// Consumes the tag `peek_tag` saw.
     fn consume_tag(&mut self) {
-        while self.data[self.pos] == TAG_PADDING {
+        while self.data.get(self.pos) == Some(&TAG_PADDING) {
             self.pos += 1;
         }
         self.pos += 1;
@@ -724,7 +711,10 @@ impl<'a> Reader<'a> {
         } else {
             None
         };
-        self.objects[id] = Slot::Done(copy);
+        // `id` came from `new_id`, so the slot exists.
+        if let Some(slot) = self.objects.get_mut(id) {
+            *slot = Slot::Done(copy);
+        }
         Ok(())
     }
 
@@ -838,12 +828,14 @@ impl<'a> Reader<'a> {
                 let len = usize::try_from(len).unwrap_or(usize::MAX);
                 let start = self.pos;
                 self.raw(len)?;
-                self.objects[id] = Slot::Buffer {
-                    start,
-                    len,
-                    plain: tag == TAG_ARRAY_BUFFER,
-                    resizable: tag == TAG_RESIZABLE_ARRAY_BUFFER,
-                };
+                if let Some(slot) = self.objects.get_mut(id) {
+                    *slot = Slot::Buffer {
+                        start,
+                        len,
+                        plain: tag == TAG_ARRAY_BUFFER,
+                        resizable: tag == TAG_RESIZABLE_ARRAY_BUFFER,
+                    };
+                }
                 return Ok(Item::Buffer(id));
             }
             TAG_ARRAY_BUFFER_TRANSFER | TAG_SHARED_ARRAY_BUFFER => {
@@ -901,7 +893,9 @@ impl<'a> Reader<'a> {
             Slot::Opaque => Ok(Item::Value(Value::Undefined)),
             Slot::Done(copy) => {
                 if !self.resolve_references {
-                    self.referenced[id] = true;
+                    if let Some(referenced) = self.referenced.get_mut(id) {
+                        *referenced = true;
+                    }
                     return Ok(Item::Value(Value::Undefined));
                 }
                 match copy {
@@ -942,7 +936,7 @@ impl<'a> Reader<'a> {
                 if !len.is_multiple_of(2) {
                     return self.malformed(offset, "two-byte string with an odd byte length");
                 }
-                let units = bytes.chunks_exact(2).map(|pair| u16::from_le_bytes([pair[0], pair[1]]));
+                let units = bytes.as_chunks::<2>().0.iter().map(|pair| u16::from_le_bytes(*pair));
                 let mut out = String::with_capacity(len / 2);
                 let mut lone_surrogate = false;
                 for c in char::decode_utf16(units) {
@@ -1163,8 +1157,8 @@ impl<'a> Reader<'a> {
         let byte_offset = self.varint_size()?;
         let byte_length = self.varint_size()?;
         let flags = if self.version >= 14 { self.varint_u32()? } else { 0 };
-        let (buffer_start, buffer_len, plain, resizable) = match self.objects[buffer_id] {
-            Slot::Buffer { start, len, plain, resizable } => (start, len as u64, plain, resizable),
+        let (buffer_start, buffer_len, plain, resizable) = match self.objects.get(buffer_id) {
+            Some(&Slot::Buffer { start, len, plain, resizable }) => (start, len as u64, plain, resizable),
             // Not reachable: only buffers are read before a view.
             _ => return Err(ValueError::Unrepresentable("an ArrayBufferView on an unknown buffer".into())),
         };
@@ -1194,7 +1188,10 @@ impl<'a> Reader<'a> {
             return Ok(Value::Undefined);
         }
         let start = buffer_start + byte_offset as usize;
-        let value = Value::Bytes(self.data[start..start + byte_length as usize].to_vec());
+        let Some(bytes) = self.data.get(start..).and_then(|rest| rest.get(..byte_length as usize)) else {
+            return self.malformed(offset, "ArrayBufferView outside its buffer");
+        };
+        let value = Value::Bytes(bytes.to_vec());
         self.finish_object(id, &value)?;
         Ok(value)
     }
