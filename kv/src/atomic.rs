@@ -97,6 +97,9 @@ pub struct AtomicOperation<'a> {
     checks: Vec<PendingCheck>,
     mutations: Vec<Mutation>,
     enqueues: Vec<PendingEnqueue>,
+    /// Absolute expiry times (ms since the Unix epoch) by mutation index, for mutations
+    /// added with [`AtomicOperation::mutate_expiring_at`].
+    expires_at: BTreeMap<usize, u64>,
     /// The first error Deno throws while building, before `commit` runs.
     error: Option<KvError>,
 }
@@ -128,7 +131,14 @@ impl From<KvError> for Abort {
 
 impl<'a> AtomicOperation<'a> {
     pub(crate) fn new(kv: &'a Kv) -> Self {
-        AtomicOperation { kv, checks: Vec::new(), mutations: Vec::new(), enqueues: Vec::new(), error: None }
+        AtomicOperation {
+            kv,
+            checks: Vec::new(),
+            mutations: Vec::new(),
+            enqueues: Vec::new(),
+            expires_at: BTreeMap::new(),
+            error: None,
+        }
     }
 
     fn remember(&mut self, error: KvError) {
@@ -297,9 +307,23 @@ impl<'a> AtomicOperation<'a> {
         self
     }
 
+    /// Adds a mutation that expires at an absolute time, `expires_at_ms` milliseconds after
+    /// the Unix epoch on the engine's clock, as KV Connect's `expire_at_ms` carries it (a
+    /// time already past stores an entry that is expired at once). Its `expire_in` is
+    /// ignored. Only `Set` and `SetSuffixVersionstampedKey` store an expiry; other kinds
+    /// ignore it. A time after +262142-12-31T23:59:59.999Z fails the commit with
+    /// `Invalid mutation: expireAt is too large: <ms>`.
+    pub fn mutate_expiring_at(mut self, mutation: Mutation, expires_at_ms: u64) -> Self {
+        if carries_expiry(&mutation.kind) {
+            self.expires_at.insert(self.mutations.len(), expires_at_ms);
+        }
+        self.mutations.push(Mutation { expire_in: None, ..mutation });
+        self
+    }
+
     /// Runs the operation: all of it, or — when a check fails — none of it.
     pub fn commit(self) -> Result<CommitResult, KvError> {
-        let AtomicOperation { kv, checks, mutations, enqueues, error } = self;
+        let AtomicOperation { kv, checks, mutations, enqueues, expires_at, error } = self;
         let limits = &kv.inner.limits;
         // Deno throws these from the builder call, before the commit starts.
         if let Some(error) = error {
@@ -311,7 +335,7 @@ impl<'a> AtomicOperation<'a> {
         if mutations.len() + enqueues.len() > limits.max_mutations {
             return Err(KvError::TooManyMutations { max: limits.max_mutations });
         }
-        let plan = Plan::validate(kv, checks, mutations, enqueues)?;
+        let plan = Plan::validate(kv, checks, mutations, &expires_at, enqueues)?;
         let outcome = kv.inner.db.write_with(WriteOptions::default(), |view| plan.apply(view));
         match outcome {
             Ok((seq, (versionstamp, touched, queued))) => {
@@ -338,8 +362,17 @@ impl<'a> AtomicOperation<'a> {
 /// A validated operation with its keys encoded.
 struct Plan {
     checks: Vec<(Vec<u8>, Option<Versionstamp>)>,
-    mutations: Vec<(Vec<u8>, MutationKind, Option<u64>)>,
+    mutations: Vec<(Vec<u8>, MutationKind, Option<Expiry>)>,
     enqueues: Vec<Enqueue>,
+}
+
+/// When a mutation's entry expires.
+#[derive(Debug, Clone, Copy)]
+enum Expiry {
+    /// This many milliseconds after the commit.
+    In(u64),
+    /// At this time (milliseconds since the Unix epoch).
+    At(u64),
 }
 
 /// What a successful commit reports: its versionstamp, the (encoded) keys it wrote, and
@@ -355,6 +388,7 @@ impl Plan {
         kv: &Kv,
         checks: Vec<PendingCheck>,
         mutations: Vec<Mutation>,
+        expires_at: &BTreeMap<usize, u64>,
         enqueues: Vec<PendingEnqueue>,
     ) -> Result<Plan, KvError> {
         let limits = &kv.inner.limits;
@@ -367,15 +401,19 @@ impl Plan {
             let encoded = check.key.encode().map_err(|_| KvError::InvalidCheck)?;
             plan.checks.push((encoded, versionstamp));
         }
-        for mutation in mutations {
+        for (index, mutation) in mutations.into_iter().enumerate() {
             let encoded = mutation.key.encode().map_err(KvError::InvalidMutationKey)?;
-            let expire_in_ms = match mutation.expire_in {
-                Some(expire_in) if carries_expiry(&mutation.kind) => {
-                    Some(expire_in_millis(expire_in, now_ms)?)
+            let expiry = match (mutation.expire_in, expires_at.get(&index)) {
+                (_, Some(&at)) if at > MAX_EXPIRES_AT_MS => {
+                    return Err(KvError::InvalidMutation(format!("expireAt is too large: {at}")));
+                }
+                (_, Some(&at)) => Some(Expiry::At(at)),
+                (Some(expire_in), None) if carries_expiry(&mutation.kind) => {
+                    Some(Expiry::In(expire_in_millis(expire_in, now_ms)?))
                 }
                 _ => None,
             };
-            plan.mutations.push((encoded, mutation.kind, expire_in_ms));
+            plan.mutations.push((encoded, mutation.kind, expiry));
         }
         plan.enqueues = enqueues.into_iter().map(PendingEnqueue::parse).collect::<Result<_, _>>()?;
         // 2. Every check and mutation key: not empty, not too large.
@@ -429,8 +467,11 @@ impl Plan {
         let versionstamp = Versionstamp::from_sequence(view.commit_sequence());
         let now_ms = view.now_ms();
         let mut overlay: BTreeMap<Vec<u8>, Pending> = BTreeMap::new();
-        for (key, kind, expire_in_ms) in &self.mutations {
-            let expires_at = expire_in_ms.map(|ms| now_ms.saturating_add(ms));
+        for (key, kind, expiry) in &self.mutations {
+            let expires_at = expiry.map(|expiry| match expiry {
+                Expiry::In(ms) => now_ms.saturating_add(ms),
+                Expiry::At(at) => at,
+            });
             match kind {
                 MutationKind::Set(value) => {
                     overlay.insert(key.clone(), Some((value.clone(), expires_at)));

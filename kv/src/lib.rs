@@ -31,6 +31,7 @@ pub mod key;
 mod limits;
 mod list;
 mod queue;
+pub mod remote;
 pub mod value;
 mod versionstamp;
 mod watch;

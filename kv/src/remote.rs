@@ -1,0 +1,68 @@
+//! Raw access for network front ends (a KV Connect server): reads of encoded-key ranges
+//! from one snapshot, with stored values and versionstamps as they are.
+//!
+//! Nothing here writes, and nothing here reaches stampkv's own records: every range is cut
+//! at the reserved `0xFF` prefix, where no user key encodes.
+
+use crate::{Kv, KvError, KvValue, Versionstamp};
+use std::ops::Bound;
+
+/// The first byte of stampkv's reserved engine key space (the queue's records).
+const RESERVED_PREFIX: u8 = 0xFF;
+
+/// A range of encoded keys: `start` included, `end` excluded, as KV Connect's `ReadRange`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawRange {
+    /// The first encoded key of the range (included).
+    pub start: Vec<u8>,
+    /// The end of the range (excluded).
+    pub end: Vec<u8>,
+    /// At most this many entries (0 or less: none).
+    pub limit: usize,
+    /// Read from the end of the range backwards.
+    pub reverse: bool,
+}
+
+/// An entry found by [`Kv::snapshot_read`]: its encoded key, value and versionstamp.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawEntry {
+    /// The key's tuple encoding.
+    pub key: Vec<u8>,
+    /// The stored value.
+    pub value: KvValue,
+    /// The versionstamp of the commit that wrote it.
+    pub versionstamp: Versionstamp,
+}
+
+impl Kv {
+    /// Reads every range from one engine snapshot: the entries of each range, in key
+    /// order (reversed if asked), at most `limit` of them. Expired entries are skipped, and
+    /// the reserved `0xFF` key space is never read (a range reaching into it is cut there).
+    pub fn snapshot_read(&self, ranges: &[RawRange]) -> Result<Vec<Vec<RawEntry>>, KvError> {
+        let snapshot = self.inner.db.snapshot();
+        let reserved: &[u8] = &[RESERVED_PREFIX];
+        let mut out = Vec::with_capacity(ranges.len());
+        for range in ranges {
+            let end = if range.end.as_slice() > reserved { reserved } else { range.end.as_slice() };
+            if range.limit == 0 || range.start.as_slice() >= end {
+                out.push(Vec::new());
+                continue;
+            }
+            let bounds = (Bound::Included(range.start.as_slice()), Bound::Excluded(end));
+            let mut iter = snapshot.range::<&[u8], _>(bounds);
+            let mut entries = Vec::new();
+            while entries.len() < range.limit {
+                let next = if range.reverse { iter.next_back() } else { iter.next() };
+                let Some(entry) = next else { break };
+                let entry = entry?;
+                entries.push(RawEntry {
+                    value: KvValue::decode_stored(&entry.value)?,
+                    versionstamp: Versionstamp::from_sequence(entry.seq),
+                    key: entry.key,
+                });
+            }
+            out.push(entries);
+        }
+        Ok(out)
+    }
+}

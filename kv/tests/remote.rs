@@ -1,0 +1,78 @@
+//! Raw access for network front ends: `Kv::snapshot_read` and absolute expiry.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic,
+    clippy::unreachable,
+    reason = "test code: a panic is a failed test"
+)]
+
+use stampkv::remote::RawRange;
+use stampkv::{key, EnqueueOptions, Kv, KvOptions, KvValue, Mutation, MutationKind, Value};
+
+fn range(start: &[u8], end: &[u8], limit: usize, reverse: bool) -> RawRange {
+    RawRange { start: start.to_vec(), end: end.to_vec(), limit, reverse }
+}
+
+#[test]
+fn snapshot_read_ranges_limits_and_reverse() {
+    let kv = Kv::open_in_memory(KvOptions::default()).unwrap();
+    for (i, name) in ["a", "b", "c"].iter().enumerate() {
+        kv.set(&key![*name], &Value::Number(i as f64)).unwrap();
+    }
+    let vs = kv.set(&key!["n"], &KvValue::U64(7)).unwrap();
+    let all = kv
+        .snapshot_read(&[
+            range(&[0x02], &[0x03], 10, false),
+            range(&[0x02], &[0x03], 2, true),
+            range(&[0x02, b'n', 0], &[0x02, b'n', 0, 0], 1, false),
+            range(&[0x02], &[0x03], 0, false),
+            range(&[0x03], &[0x02], 5, false),
+        ])
+        .unwrap();
+    let keys = |i: usize| all[i].iter().map(|e| e.key.clone()).collect::<Vec<_>>();
+    assert_eq!(
+        keys(0),
+        vec![b"\x02a\x00".to_vec(), b"\x02b\x00".to_vec(), b"\x02c\x00".to_vec(), b"\x02n\x00".to_vec()]
+    );
+    assert_eq!(keys(1), vec![b"\x02n\x00".to_vec(), b"\x02c\x00".to_vec()]);
+    assert_eq!(all[2].len(), 1);
+    assert_eq!(all[2][0].value, KvValue::U64(7));
+    assert_eq!(all[2][0].versionstamp, vs);
+    assert!(all[3].is_empty());
+    assert!(all[4].is_empty());
+}
+
+#[test]
+fn snapshot_read_never_reaches_the_reserved_key_space() {
+    let kv = Kv::open_in_memory(KvOptions::default()).unwrap();
+    kv.set(&key!["a"], &Value::Null).unwrap();
+    kv.enqueue(
+        &Value::Null,
+        EnqueueOptions { delay: std::time::Duration::from_secs(3600), ..Default::default() },
+    )
+    .unwrap();
+    let all = kv
+        .snapshot_read(&[range(&[], &[0xFF, 0xFF], 100, false), range(&[0xFF], &[0xFF, 0xFF], 100, true)])
+        .unwrap();
+    assert_eq!(all[0].len(), 1);
+    assert!(all[1].is_empty());
+}
+
+#[test]
+fn absolute_expiry_in_the_past_is_invisible_and_far_future_is_kept() {
+    let kv = Kv::open_in_memory(KvOptions::default()).unwrap();
+    let set =
+        |name: &str| Mutation { key: key![name], kind: MutationKind::Set(KvValue::U64(1)), expire_in: None };
+    kv.atomic()
+        .mutate_expiring_at(set("past"), 1)
+        .mutate_expiring_at(set("future"), 4_000_000_000_000)
+        .commit()
+        .unwrap();
+    assert!(!kv.get::<KvValue>(&key!["past"]).unwrap().exists());
+    assert!(kv.get::<KvValue>(&key!["future"]).unwrap().exists());
+    let err = kv.atomic().mutate_expiring_at(set("x"), u64::MAX).commit().unwrap_err();
+    assert_eq!(err.to_string(), format!("Invalid mutation: expireAt is too large: {}", u64::MAX));
+}
