@@ -1,0 +1,136 @@
+//! `stampkv`: the stampkv command line. `stampkv serve` serves a database directory over
+//! KV Connect, for `Deno.openKv("http://...")` and the `@deno/kv` client.
+
+use clap::{Parser, Subcommand, ValueEnum};
+use stampkv::engine::SyncMode;
+use stampkv::{Kv, KvOptions};
+use stampkv_server::{log, serve, Config, Server};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// stampkv: a crash-safe key-value database with Deno KV's data model.
+#[derive(Debug, Parser)]
+#[command(name = "stampkv", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Serve a database directory over KV Connect (Deno's remote KV protocol).
+    Serve(ServeArgs),
+}
+
+/// When commits reach the disk.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Sync {
+    /// Every commit is synced before it is acknowledged.
+    Always,
+    /// Commits are synced every `--sync-interval-ms`.
+    Periodic,
+    /// Commits are synced when a log segment is sealed and at shutdown.
+    Buffered,
+}
+
+#[derive(Debug, clap::Args)]
+struct ServeArgs {
+    /// The database directory (created if missing).
+    #[arg(long)]
+    path: PathBuf,
+    /// Address to listen on (port 0: any free port; the chosen address is logged).
+    #[arg(long, default_value = "127.0.0.1:4512")]
+    addr: SocketAddr,
+    /// The access token clients must present (at least 12 characters).
+    #[arg(long, env = "STAMPKV_ACCESS_TOKEN", hide_env_values = true)]
+    access_token: Option<String>,
+    /// When commits reach the disk.
+    #[arg(long, value_enum, default_value_t = Sync::Always)]
+    sync: Sync,
+    /// Sync interval of `--sync periodic`, in milliseconds.
+    #[arg(long, default_value_t = 100)]
+    sync_interval_ms: u64,
+    /// Largest request body, in bytes.
+    #[arg(long, default_value_t = 16 << 20)]
+    max_body_bytes: usize,
+    /// Most watch streams open at once.
+    #[arg(long, default_value_t = 1024)]
+    max_watches: usize,
+}
+
+fn main() -> ExitCode {
+    let Command::Serve(args) = Cli::parse().command;
+    match run(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            log("error", &message, "");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: ServeArgs) -> Result<(), String> {
+    let token = args
+        .access_token
+        .ok_or("no access token: pass --access-token or set STAMPKV_ACCESS_TOKEN (at least 12 characters)")?;
+    let mut config = Config::new(token);
+    config.max_body_bytes = args.max_body_bytes;
+    config.max_watches = args.max_watches;
+    let mut options = KvOptions::default();
+    options.engine.sync_mode = match args.sync {
+        Sync::Always => SyncMode::Always,
+        Sync::Periodic => SyncMode::Periodic(Duration::from_millis(args.sync_interval_ms)),
+        Sync::Buffered => SyncMode::Buffered,
+    };
+    if config.access_token.chars().count() < 12 {
+        return Err("the access token must be at least 12 characters long".into());
+    }
+    let kv =
+        Kv::open(&args.path, options).map_err(|e| format!("cannot open {}: {e}", args.path.display()))?;
+    let server = Server::new(kv.clone(), config).map_err(|e| e.to_string())?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))?;
+    let result = runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind(args.addr)
+            .await
+            .map_err(|e| format!("cannot listen on {}: {e}", args.addr))?;
+        let local = listener.local_addr().map_err(|e| e.to_string())?;
+        log(
+            "info",
+            "listening",
+            &format!(
+                "addr={local} path={:?} database_id={}",
+                args.path.display().to_string(),
+                server.database_id()
+            ),
+        );
+        serve(listener, server.clone(), shutdown_signal()).await.map_err(|e| e.to_string())
+    });
+    runtime.shutdown_timeout(Duration::from_secs(10));
+    drop(server);
+    log("info", "closing the database", "");
+    kv.close().map_err(|e| format!("closing the database failed: {e}"))?;
+    log("info", "stopped", "");
+    result
+}
+
+/// Resolves on SIGINT or SIGTERM.
+async fn shutdown_signal() {
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = terminate => {}
+    }
+    log("info", "shutting down", "");
+}
