@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# End-to-end test of `stampkv serve` with real Deno 2.9.6 and the @deno/kv npm client:
+#  1. Deno's and Node's test programs against a fresh server (every remote-capable operation);
+#  2. Deno's view of the data equals an in-process `Kv` read of the directory after a clean stop;
+#  3. kill -9 of the server while Deno commits: after a restart every acknowledged commit is there.
+# Needs node and npm; installs deno@2.9.6 and @deno/kv into server/e2e/node_modules (not committed).
+set -euo pipefail
+cd "$(dirname "$0")"
+e2e="$PWD"
+root="$(cd ../.. && pwd)"
+
+fail() { echo "e2e: FAIL: $*" >&2; exit 1; }
+command -v node >/dev/null 2>&1 || fail "node is not installed: the end-to-end test needs Node.js (>= 18) and npm"
+command -v npm >/dev/null 2>&1 || fail "npm is not installed: the end-to-end test needs Node.js (>= 18) and npm"
+echo "e2e: node $(node --version), npm $(npm --version)"
+
+deno="$e2e/node_modules/.bin/deno"
+if ! "$deno" --version 2>/dev/null | grep -q '^deno 2\.9\.6 ' || [ ! -d "$e2e/node_modules/@deno/kv" ]; then
+  npm install --no-save --no-audit --no-fund deno@2.9.6 @deno/kv
+fi
+"$deno" --version | head -1
+export DENO_NO_UPDATE_CHECK=1 DENO_NO_PROMPT=1
+
+(cd "$root" && cargo build -q -p stampkv-server --bin stampkv --example dump_json)
+stampkv="$root/target/debug/stampkv"
+dump_json="$root/target/debug/examples/dump_json"
+
+scratch="$(mktemp -d)"
+server_pid=""
+writer_pid=""
+cleanup() {
+  [ -n "$writer_pid" ] && kill -9 "$writer_pid" 2>/dev/null || true
+  [ -n "$server_pid" ] && kill -9 "$server_pid" 2>/dev/null || true
+  rm -rf "$scratch"
+}
+trap cleanup EXIT
+
+export DENO_KV_ACCESS_TOKEN="e2e-token-$RANDOM-$RANDOM-$RANDOM"
+# start_server DIR LOG: starts `stampkv serve` on a free loopback port; sets server_pid and STAMPKV_URL.
+start_server() {
+  "$stampkv" serve --path "$1" --addr 127.0.0.1:0 --access-token "$DENO_KV_ACCESS_TOKEN" 2>"$2" &
+  server_pid=$!
+  for _ in $(seq 1 100); do
+    if grep -q 'msg="listening"' "$2"; then break; fi
+    kill -0 "$server_pid" 2>/dev/null || { cat "$2" >&2; fail "the server exited at start"; }
+    sleep 0.1
+  done
+  local addr
+  addr="$(grep -o 'addr=127\.0\.0\.1:[0-9]*' "$2" | head -1 | cut -d= -f2)"
+  [ -n "$addr" ] || { cat "$2" >&2; fail "the server did not report its address"; }
+  export STAMPKV_URL="http://$addr"
+  echo "e2e: server $server_pid at $STAMPKV_URL"
+}
+# stop_server LOG: SIGTERM, then the server must exit 0 after closing the database.
+stop_server() {
+  kill -TERM "$server_pid"
+  local status=0
+  wait "$server_pid" || status=$?
+  server_pid=""
+  [ "$status" -eq 0 ] || { cat "$1" >&2; fail "the server exited with status $status after SIGTERM"; }
+  grep -q 'msg="stopped"' "$1" || { cat "$1" >&2; fail "the server did not report a clean stop"; }
+}
+
+echo "e2e: 1. Deno and Node test programs"
+start_server "$scratch/db" "$scratch/server.log"
+"$deno" test --unstable-kv -A "$e2e/deno_test.ts"
+node --test "$e2e/node_test.mjs"
+"$deno" run --unstable-kv -A "$e2e/deno_dump.ts" >"$scratch/deno.dump"
+curl -fsS "$STAMPKV_URL/metrics" >"$scratch/metrics" 2>/dev/null || node -e "fetch(process.argv[1]).then(r=>r.text()).then(t=>process.stdout.write(t))" "$STAMPKV_URL/metrics" >"$scratch/metrics"
+grep -q 'stampkv_requests_total{kind="atomic_write",status="200"}' "$scratch/metrics" || fail "metrics do not count the commits"
+stop_server "$scratch/server.log"
+
+echo "e2e: 2. Deno's view equals an in-process read of the directory"
+"$dump_json" "$scratch/db" >"$scratch/rust.dump"
+node "$e2e/compare.mjs" "$scratch/deno.dump" "$scratch/rust.dump"
+
+echo "e2e: 3. kill -9 while Deno commits"
+start_server "$scratch/killdb" "$scratch/kill.log"
+"$deno" run --unstable-kv -A "$e2e/deno_kill.ts" write "$scratch/acks" 2>"$scratch/writer.log" &
+writer_pid=$!
+sleep 4
+kill -0 "$writer_pid" 2>/dev/null || { cat "$scratch/writer.log" >&2; fail "the writer stopped before the kill"; }
+kill -9 "$server_pid"
+wait "$server_pid" 2>/dev/null || true
+server_pid=""
+kill -9 "$writer_pid"
+wait "$writer_pid" 2>/dev/null || true
+writer_pid=""
+echo "e2e: killed the server after $(wc -l <"$scratch/acks") acknowledged commits"
+start_server "$scratch/killdb" "$scratch/kill2.log"
+"$deno" run --unstable-kv -A "$e2e/deno_kill.ts" check "$scratch/acks"
+stop_server "$scratch/kill2.log"
+
+echo "e2e: all passed"
