@@ -21,7 +21,7 @@ fi
 "$deno" --version | head -1
 export DENO_NO_UPDATE_CHECK=1 DENO_NO_PROMPT=1
 
-(cd "$root" && cargo build -q -p stampkv-server --bin stampkv --example dump_json)
+(cd "$root" && cargo build -q -p stampkv-cli --bin stampkv && cargo build -q -p stampkv-server --example dump_json)
 stampkv="$root/target/debug/stampkv"
 dump_json="$root/target/debug/examples/dump_json"
 

@@ -1,28 +1,14 @@
-//! `stampkv`: the stampkv command line. `stampkv serve` serves a database directory over
-//! KV Connect, for `Deno.openKv("http://...")` and the `@deno/kv` client.
+//! `stampkv serve`: serves a database directory over KV Connect, for `Deno.openKv("http://...")`
+//! and the `@deno/kv` client.
 
-use clap::{Parser, Subcommand, ValueEnum};
+use crate::error::CliError;
+use clap::ValueEnum;
 use stampkv::engine::SyncMode;
 use stampkv::{Kv, KvOptions};
 use stampkv_server::{log, serve, Config, Server};
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::time::Duration;
-
-/// stampkv: a crash-safe key-value database with Deno KV's data model.
-#[derive(Debug, Parser)]
-#[command(name = "stampkv", version)]
-struct Cli {
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(Debug, Subcommand)]
-enum Command {
-    /// Serve a database directory over KV Connect (Deno's remote KV protocol).
-    Serve(ServeArgs),
-}
 
 /// When commits reach the disk.
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -35,8 +21,9 @@ enum Sync {
     Buffered,
 }
 
+/// Arguments of `stampkv serve`.
 #[derive(Debug, clap::Args)]
-struct ServeArgs {
+pub struct ServeArgs {
     /// The database directory (created if missing).
     #[arg(long)]
     path: PathBuf,
@@ -60,18 +47,12 @@ struct ServeArgs {
     max_watches: usize,
 }
 
-fn main() -> ExitCode {
-    let Command::Serve(args) = Cli::parse().command;
-    match run(args) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
-            log("error", &message, "");
-            ExitCode::FAILURE
-        }
-    }
+/// Runs `stampkv serve` until SIGINT or SIGTERM, then closes the database cleanly.
+pub fn run(args: ServeArgs) -> Result<(), CliError> {
+    serve_until_signal(args).map_err(CliError::failed)
 }
 
-fn run(args: ServeArgs) -> Result<(), String> {
+fn serve_until_signal(args: ServeArgs) -> Result<(), String> {
     let token = args
         .access_token
         .ok_or("no access token: pass --access-token or set STAMPKV_ACCESS_TOKEN (at least 12 characters)")?;

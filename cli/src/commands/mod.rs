@@ -1,0 +1,8 @@
+//! One module per group of subcommands.
+
+pub mod backup;
+pub mod data;
+pub mod deno_sqlite;
+pub mod dump;
+pub mod maintenance;
+pub mod serve;
