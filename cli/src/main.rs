@@ -4,6 +4,7 @@
 
 mod commands;
 mod error;
+mod progress;
 
 use clap::{Parser, Subcommand};
 use commands::{backup, data, deno_sqlite, dump, maintenance, serve};
