@@ -1,0 +1,46 @@
+//! What an operator can tune: the access token and the limits.
+
+use std::time::Duration;
+
+/// How the server is configured.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The bearer token clients must present (at least 12 characters).
+    pub access_token: String,
+    /// Largest request body accepted; larger bodies get a 413.
+    pub max_body_bytes: usize,
+    /// Most watch streams open at once; more get a 503.
+    pub max_watches: usize,
+    /// How long a client may take to send a request's headers.
+    pub header_read_timeout: Duration,
+    /// Interval of the keep-alive frames of a watch stream.
+    pub keepalive_interval: Duration,
+}
+
+impl Config {
+    /// The defaults (16 MiB bodies, 1024 watches, 10 s for headers, pings every 5 s) for a token.
+    pub fn new(access_token: impl Into<String>) -> Config {
+        Config {
+            access_token: access_token.into(),
+            max_body_bytes: 16 << 20,
+            max_watches: 1024,
+            header_read_timeout: Duration::from_secs(10),
+            keepalive_interval: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Why a server could not be created.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigError {
+    /// The access token is shorter than 12 characters.
+    TokenTooShort,
+}
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the access token must be at least 12 characters long")
+    }
+}
+
+impl std::error::Error for ConfigError {}

@@ -1,0 +1,94 @@
+//! What every request shares: the bearer token check (constant time), the bounded body
+//! read, the protocol headers of the data path, protobuf in and out, and the per-request metric.
+
+use crate::errors::{bad, HttpError};
+use crate::service::Server;
+use axum::body::{Body, Bytes};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use prost::Message;
+
+/// Checks `authorization: Bearer <token>` in constant time.
+pub(crate) fn authorize(server: &Server, headers: &HeaderMap) -> Result<(), HttpError> {
+    let unauthorized = |text: &str| HttpError { status: StatusCode::UNAUTHORIZED, text: text.into() };
+    let value = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .ok_or_else(|| unauthorized("Malformed authorization header."))?;
+    let token =
+        value.strip_prefix("Bearer ").ok_or_else(|| unauthorized("Malformed authorization header."))?;
+    if constant_time_eq(token.as_bytes(), server.config.access_token.as_bytes()) {
+        Ok(())
+    } else {
+        Err(unauthorized("Invalid access token."))
+    }
+}
+
+/// Compares without an early exit on the first differing byte.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    let mut diff = a.len() ^ b.len();
+    for (i, x) in a.iter().enumerate() {
+        let y = b.get(i % b.len().max(1)).copied().unwrap_or(0);
+        diff |= usize::from(x ^ y);
+    }
+    diff == 0
+}
+
+/// Reads the body, at most `max_body_bytes` (413 beyond).
+pub(crate) async fn read_body(server: &Server, body: Body) -> Result<Bytes, HttpError> {
+    let max = server.config.max_body_bytes;
+    axum::body::to_bytes(body, max).await.map_err(|_| HttpError {
+        status: StatusCode::PAYLOAD_TOO_LARGE,
+        text: format!("The request body is too large (max {max} bytes)."),
+    })
+}
+
+pub(crate) fn record(server: &Server, kind: &'static str, result: Result<Response, HttpError>) -> Response {
+    let response = result.unwrap_or_else(IntoResponse::into_response);
+    server.metrics.request(kind, response.status().as_u16());
+    response
+}
+
+/// Checks the data path headers; returns the protocol version (1, 2 or 3).
+pub(crate) fn data_path(server: &Server, headers: &HeaderMap) -> Result<u8, HttpError> {
+    authorize(server, headers)?;
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let (version, id) = match (header("x-denokv-version"), header("x-transaction-domain-id")) {
+        (Some("2"), _) => (2, header("x-denokv-database-id")),
+        (Some("3"), _) => (3, header("x-denokv-database-id")),
+        (Some(_), _) => {
+            return Err(bad("Unsupported protocol version: the server speaks versions 1, 2 and 3."))
+        }
+        (None, Some(id)) => (1, Some(id)),
+        (None, None) => return Err(bad("Missing x-denokv-version header.")),
+    };
+    if id != Some(server.database_id.as_str()) {
+        return Err(bad("Invalid database id."));
+    }
+    Ok(version)
+}
+
+/// Decodes a protobuf request body; an empty or undecodable body is a 400.
+pub(crate) fn decode<M: Message + Default>(body: &[u8]) -> Result<M, HttpError> {
+    if body.is_empty() {
+        return Err(bad("The request body is empty."));
+    }
+    M::decode(body).map_err(|e| bad(format!("The request body is not a valid protobuf message: {e}")))
+}
+
+pub(crate) fn protobuf(message: &impl Message) -> Response {
+    ([(header::CONTENT_TYPE, "application/x-protobuf")], message.encode_to_vec()).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn constant_time_eq_compares() {
+        assert!(constant_time_eq(b"abcdefghijkl", b"abcdefghijkl"));
+        assert!(!constant_time_eq(b"abcdefghijkl", b"abcdefghijkm"));
+        assert!(!constant_time_eq(b"abcdefghijk", b"abcdefghijkl"));
+        assert!(!constant_time_eq(b"", b"abcdefghijkl"));
+    }
+}

@@ -1,0 +1,151 @@
+//! `atomic_write`: checks and mutations decoded and validated, then one all-or-nothing commit.
+
+use crate::errors::{bad, blocking, kv_error, HttpError};
+use crate::proto;
+use crate::request::{data_path, decode, protobuf, read_body, record};
+use crate::service::Server;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::Response;
+use stampkv::{CommitResult, Key, Kv, KvValue, Mutation, MutationKind, Versionstamp};
+use std::sync::Arc;
+use std::time::Instant;
+
+pub(crate) fn decode_key(bytes: &[u8], what: &str) -> Result<Key, HttpError> {
+    Key::decode(bytes).map_err(|e| bad(format!("Invalid {what} key: {e}.")))
+}
+
+fn decode_value(value: Option<proto::KvValue>) -> Result<KvValue, HttpError> {
+    let value = value.ok_or_else(|| bad("Invalid mutation kind or arguments."))?;
+    match value.encoding {
+        proto::VE_V8 => Ok(KvValue::V8(value.data)),
+        proto::VE_LE64 => {
+            let bytes: [u8; 8] =
+                value.data.try_into().map_err(|_| bad("A KvU64 value (encoding 2) must be 8 bytes."))?;
+            Ok(KvValue::U64(u64::from_le_bytes(bytes)))
+        }
+        proto::VE_BYTES => Ok(KvValue::Bytes(value.data)),
+        other => Err(bad(format!("Unknown value encoding {other}."))),
+    }
+}
+
+/// An atomic write decoded and validated: checks, then mutations with their expiry.
+struct DecodedWrite {
+    checks: Vec<(Key, Option<Versionstamp>)>,
+    mutations: Vec<(Mutation, Option<u64>)>,
+}
+
+fn decode_write(write: proto::AtomicWrite, kv: &Kv) -> Result<DecodedWrite, HttpError> {
+    let limits = kv.limits();
+    if write.checks.len() > limits.max_checks {
+        return Err(bad("Too many checks included in atomic write."));
+    }
+    if write.mutations.len() + write.enqueues.len() > limits.max_mutations {
+        return Err(bad("Too many mutations / enqueues included in atomic write."));
+    }
+    if !write.enqueues.is_empty() {
+        return Err(bad("Enqueue operations are not supported by this server."));
+    }
+    let mut checks = Vec::with_capacity(write.checks.len());
+    for check in write.checks {
+        let versionstamp = match check.versionstamp.len() {
+            0 => None,
+            10 => {
+                let mut stamp = [0u8; 10];
+                stamp.copy_from_slice(&check.versionstamp);
+                Some(Versionstamp(stamp))
+            }
+            _ => return Err(bad("Invalid versionstamp.")),
+        };
+        checks.push((decode_key(&check.key, "check")?, versionstamp));
+    }
+    let mut mutations = Vec::with_capacity(write.mutations.len());
+    for m in write.mutations {
+        let key = decode_key(&m.key, "mutation")?;
+        let kind = match m.mutation_type {
+            proto::M_SET => MutationKind::Set(decode_value(m.value)?),
+            proto::M_DELETE => MutationKind::Delete,
+            proto::M_SUM => {
+                if !m.sum_min.is_empty() || !m.sum_max.is_empty() || m.sum_clamp {
+                    return Err(bad(
+                        "Sum bounds (sum_min, sum_max, sum_clamp) are not supported by this server.",
+                    ));
+                }
+                MutationKind::Sum(decode_value(m.value)?)
+            }
+            proto::M_MIN => MutationKind::Min(decode_value(m.value)?),
+            proto::M_MAX => MutationKind::Max(decode_value(m.value)?),
+            proto::M_SET_SUFFIX_VERSIONSTAMPED_KEY => {
+                MutationKind::SetSuffixVersionstampedKey(decode_value(m.value)?)
+            }
+            other => return Err(bad(format!("Unknown mutation type {other}."))),
+        };
+        let expires_at = match m.expire_at_ms {
+            0 | -1 => None,
+            ms if ms > 0 => Some(ms.unsigned_abs()),
+            _ => return Err(bad("Invalid mutation kind or arguments.")),
+        };
+        mutations.push((Mutation { key, kind, expire_in: None }, expires_at));
+    }
+    Ok(DecodedWrite { checks, mutations })
+}
+
+/// Commits a decoded write; on a check failure, also reports which checks do not hold now.
+fn commit(kv: &Kv, write: DecodedWrite) -> Result<proto::AtomicWriteOutput, HttpError> {
+    let mut op = kv.atomic();
+    for (key, versionstamp) in &write.checks {
+        op = op.check(key, *versionstamp);
+    }
+    for (mutation, expires_at) in write.mutations {
+        op = match expires_at {
+            Some(at) => op.mutate_expiring_at(mutation, at),
+            None => op.mutate(mutation),
+        };
+    }
+    match op.commit().map_err(kv_error)? {
+        CommitResult::Committed(versionstamp) => Ok(proto::AtomicWriteOutput {
+            status: proto::AW_SUCCESS,
+            versionstamp: versionstamp.0.to_vec(),
+            failed_checks: Vec::new(),
+        }),
+        CommitResult::CheckFailed => {
+            let mut failed_checks = Vec::new();
+            for (index, (key, expected)) in write.checks.iter().enumerate() {
+                let current = kv.get::<KvValue>(key).map_err(kv_error)?.versionstamp;
+                if current != *expected {
+                    failed_checks.push(u32::try_from(index).unwrap_or(u32::MAX));
+                }
+            }
+            Ok(proto::AtomicWriteOutput {
+                status: proto::AW_CHECK_FAILURE,
+                versionstamp: Vec::new(),
+                failed_checks,
+            })
+        }
+    }
+}
+
+pub(crate) async fn atomic_write(
+    State(server): State<Arc<Server>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let result = atomic_write_inner(&server, &headers, body).await;
+    record(&server, "atomic_write", result)
+}
+
+async fn atomic_write_inner(
+    server: &Arc<Server>,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<Response, HttpError> {
+    data_path(server, headers)?;
+    let request: proto::AtomicWrite = decode(&read_body(server, body).await?)?;
+    let write = decode_write(request, &server.kv)?;
+    let kv = server.kv.clone();
+    let started = Instant::now();
+    let output = blocking(move || commit(&kv, write)).await;
+    server.metrics.commit(started.elapsed());
+    Ok(protobuf(&output?))
+}
