@@ -9,6 +9,7 @@
     reason = "benchmark driver: a failed operation aborts the measurement"
 )]
 
+pub mod chart;
 pub mod report;
 
 use stampkv_engine::{Db, Options, SyncMode};

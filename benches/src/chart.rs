@@ -1,0 +1,56 @@
+//! Charts of benchmark results (SVG, drawn with `plotters`): what people would rather look
+//! at than read, such as latency distributions of two systems side by side.
+
+use plotters::prelude::*;
+use std::path::Path;
+
+/// Latency percentiles (x: latency in ms on a log scale, y: percentile) of two systems,
+/// stampkv and its peer, one panel per case. `series[i]` holds the latencies (ms) of case
+/// `titles[i]`: (stampkv's, the peer's), in any order.
+pub fn latency_cdf(
+    path: &Path,
+    caption: &str,
+    titles: &[String],
+    series: &[(Vec<f64>, Vec<f64>)],
+) -> Result<(), Box<dyn std::error::Error>> {
+    let columns = 2;
+    let rows = titles.len().div_ceil(columns).max(1);
+    let height = u32::try_from(rows).unwrap_or(1) * 320 + 40;
+    let root = SVGBackend::new(path, (1000, height)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let root = root.titled(caption, ("sans-serif", 22))?;
+    let panels = root.split_evenly((rows, columns));
+    for ((panel, title), (ours, peer)) in panels.iter().zip(titles).zip(series) {
+        let mut ours = ours.clone();
+        let mut peer = peer.clone();
+        ours.sort_by(f64::total_cmp);
+        peer.sort_by(f64::total_cmp);
+        let low = ours.first().copied().unwrap_or(0.01).min(peer.first().copied().unwrap_or(0.01)).max(0.001);
+        let high =
+            ours.last().copied().unwrap_or(1.0).max(peer.last().copied().unwrap_or(1.0)).max(low * 10.0);
+        let mut chart = ChartBuilder::on(panel)
+            .caption(title, ("sans-serif", 16))
+            .margin(10)
+            .x_label_area_size(35)
+            .y_label_area_size(45)
+            .build_cartesian_2d((low..high).log_scale(), 0.0..100.0)?;
+        chart.configure_mesh().x_desc("latency (ms)").y_desc("percentile").draw()?;
+        for (latencies, name, color) in [(&ours, "stampkv serve", BLUE), (&peer, "denokv serve", RED)] {
+            let n = latencies.len().max(1) as f64;
+            // At most ~500 points per line: every k-th sorted latency.
+            let step = (latencies.len() / 500).max(1);
+            let points = latencies
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| i % step == 0 || *i + 1 == latencies.len())
+                .map(|(i, &ms)| (ms.max(low), (i + 1) as f64 * 100.0 / n));
+            chart
+                .draw_series(LineSeries::new(points, color.stroke_width(2)))?
+                .label(name)
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+        }
+        chart.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).draw()?;
+    }
+    root.present()?;
+    Ok(())
+}
