@@ -121,7 +121,8 @@ pub struct SetArgs {
 pub fn set(args: SetArgs) -> Result<(), CliError> {
     let key = parse_key_argument("KEY", &args.key)?;
     let value = set_value(&args)?;
-    let kv = open(&args.path, if args.create { Open::CreateIfMissing } else { Open::Existing })?;
+    let kv =
+        open(&args.path, if args.create { Open::CreateIfMissing } else { Open::ExistingOrSuggestCreate })?;
     let options = SetOptions { expire_in: args.expire_in.map(Duration::from_millis) };
     let result = kv.set_with(&key, &value, options);
     close(kv)?;
@@ -376,6 +377,8 @@ fn print(bytes: &[u8]) -> Result<(), CliError> {
 enum Open {
     /// The directory must hold a database: nothing is created.
     Existing,
+    /// As `Existing`, and a refusal suggests `--create`.
+    ExistingOrSuggestCreate,
     /// A missing or empty directory becomes a new database.
     CreateIfMissing,
 }
@@ -385,11 +388,12 @@ enum Open {
 fn open(path: &Path, mode: Open) -> Result<Kv, CliError> {
     let shown = path.display();
     let create = mode == Open::CreateIfMissing;
+    let hint = if mode == Open::ExistingOrSuggestCreate { " (--create makes a new database)" } else { "" };
     match std::fs::metadata(path) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             if !create {
                 return Err(CliError::failed(format!(
-                    "no database at {shown}: the directory does not exist"
+                    "no database at {shown}: the directory does not exist{hint}"
                 )));
             }
         }
@@ -405,7 +409,7 @@ fn open(path: &Path, mode: Open) -> Result<Kv, CliError> {
             let refusal = match (create, empty) {
                 (true, true) => None,
                 (true, false) => Some(format!("{shown} is not empty and holds no stampkv database")),
-                (false, true) => Some(format!("no database at {shown}: the directory is empty")),
+                (false, true) => Some(format!("no database at {shown}: the directory is empty{hint}")),
                 (false, false) => Some(format!("{shown} holds no stampkv database (it has no CURRENT file)")),
             };
             if let Some(message) = refusal {
