@@ -90,9 +90,40 @@ impl<'de> Visitor<'de> for JsonVisitor {
     }
 }
 
-/// Parses one JSON document.
+/// How deeply arrays and objects may nest in a JSON document: enough for the deepest value
+/// stampkv stores (256 containers) in typed JSON, where each level takes up to three.
+pub const MAX_JSON_DEPTH: usize = 1024;
+
+/// The deepest nesting of arrays and objects in `text` (brackets inside strings ignored).
+fn json_depth(text: &str) -> usize {
+    let (mut depth, mut deepest, mut in_string, mut escaped) = (0usize, 0, false, false);
+    for byte in text.bytes() {
+        match (in_string, escaped, byte) {
+            (true, true, _) => escaped = false,
+            (true, false, b'\\') => escaped = true,
+            (true, false, b'"') | (false, _, b'"') => in_string = !in_string,
+            (false, _, b'[' | b'{') => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            (false, _, b']' | b'}') => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
+}
+
+/// Parses one JSON document (nested at most [`MAX_JSON_DEPTH`] levels).
 pub fn parse_json(text: &str) -> Result<Json, String> {
-    serde_json::from_str(text).map_err(|e| format!("invalid JSON: {e}"))
+    if json_depth(text) > MAX_JSON_DEPTH {
+        return Err(format!("invalid JSON: nested deeper than {MAX_JSON_DEPTH} levels"));
+    }
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    // serde_json stops at 128 levels; the depth was bounded above instead.
+    deserializer.disable_recursion_limit();
+    let json = Json::deserialize(&mut deserializer).map_err(|e| format!("invalid JSON: {e}"))?;
+    deserializer.end().map_err(|e| format!("invalid JSON: {e}"))?;
+    Ok(json)
 }
 
 /// Whether `key` is a canonical array index (`"0"`, `"42"`, up to 2^32 - 2): JavaScript
@@ -709,6 +740,18 @@ mod tests {
     }
 
     #[test]
+    fn json_nests_to_the_depth_limit() {
+        let nested = |depth: usize| format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+        assert!(parse_json(&nested(MAX_JSON_DEPTH)).is_ok());
+        assert_eq!(
+            parse_json(&nested(MAX_JSON_DEPTH + 1)),
+            Err("invalid JSON: nested deeper than 1024 levels".to_owned())
+        );
+        assert_eq!(json_depth(r#"{"a":"[[[\\\"[[","b":[{}]}"#), 3);
+        assert!(parse_json("[1] x").unwrap_err().starts_with("invalid JSON: trailing characters"));
+    }
+
+    #[test]
     fn base64_round_trips() {
         for bytes in [&b""[..], b"\x01", b"\x01\x02", b"\x01\x02\x03", b"\xfb\xff\xfe\x00"] {
             assert_eq!(decode_base64(&base64url(bytes)).unwrap(), bytes);
@@ -716,6 +759,7 @@ mod tests {
         assert_eq!(base64url(&[1, 2, 3]), "AQID");
         assert_eq!(base64url(&[0xfb, 0xff]), "-_8");
         assert_eq!(decode_base64("+/8=").unwrap(), [0xfb, 0xff]);
+        assert_eq!(decode_base64("").unwrap(), Vec::<u8>::new());
         assert!(decode_base64("A").is_err());
         assert!(decode_base64("AQ!D").is_err());
     }

@@ -40,7 +40,7 @@ pub struct GetArgs {
     #[arg(long)]
     json: bool,
     /// Print the versionstamp on a line before the value.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "json")]
     versionstamp: bool,
     /// Print the whole value: no depth limit, every item and every character.
     #[arg(long, conflicts_with = "json")]
