@@ -782,4 +782,62 @@ mod tests {
             assert_eq!(parse_iso_date(&iso_date(ms).unwrap()), Ok(ms));
         }
     }
+
+    fn random_value(seed: &mut u64, depth: usize) -> Value {
+        let mut next = || {
+            *seed ^= *seed << 13;
+            *seed ^= *seed >> 7;
+            *seed ^= *seed << 17;
+            *seed
+        };
+        let kind = next() % if depth > 3 { 9 } else { 14 };
+        let size = (next() % 4) as usize;
+        match kind {
+            0 => Value::Undefined,
+            1 => Value::Null,
+            2 => Value::Bool(next() % 2 == 0),
+            3 => Value::Number(
+                [f64::from_bits(next()), -0.0, f64::NAN, f64::NEG_INFINITY, 1e21, 0.1][(next() % 6) as usize],
+            ),
+            4 => Value::BigInt(KvBigInt::from_sign_magnitude(next() % 2 == 0, &next().to_be_bytes())),
+            5 => Value::String(["", "a\"b", "é\n", "\u{1F600}\\"][(next() % 4) as usize].to_owned()),
+            6 => Value::Bytes((0..size * 3).map(|_| next() as u8).collect()),
+            7 => Value::Date([0.0, -1e14, 8.64e15, f64::NAN][(next() % 4) as usize]),
+            8 => Value::RegExp {
+                source: ["a\\/b", "(?:)", "[/]"][(next() % 3) as usize].to_owned(),
+                flags: "gi".to_owned(),
+            },
+            9 => Value::Array((0..size).map(|_| random_value(seed, depth + 1)).collect()),
+            10 => Value::Set((0..size).map(|_| random_value(seed, depth + 1)).collect()),
+            11 => Value::Map(
+                (0..size).map(|_| (random_value(seed, depth + 1), random_value(seed, depth + 1))).collect(),
+            ),
+            // Plain objects are kept in JavaScript's order (integer-like names first).
+            _ => javascript_object(
+                (0..size)
+                    .map(|i| (["b", "1", "a b", ""][i].to_owned(), random_value(seed, depth + 1)))
+                    .collect(),
+            ),
+        }
+    }
+
+    #[test]
+    fn typed_json_round_trips_every_kind() {
+        let mut seed = 0x1234_5678_9abc_def1;
+        for _ in 0..2000 {
+            let value = random_value(&mut seed, 0);
+            let text = value_json(&value);
+            let back = typed_to_value(parse_json(&text).unwrap(), "$").unwrap();
+            assert!(back.same_value(&value), "{text}");
+            assert_eq!(value_json(&back), text);
+        }
+        assert_eq!(
+            typed_to_kv_value(parse_json(r#"{"type":"KvU64","value":"7"}"#).unwrap()),
+            Ok(KvValue::U64(7))
+        );
+        assert_eq!(
+            typed_to_kv_value(parse_json(r#"{"type":"V8","value":"_w8w","reason":"x"}"#).unwrap()),
+            Ok(KvValue::V8(vec![0xFF, 0x0F, 0x30]))
+        );
+    }
 }
