@@ -592,9 +592,7 @@ fn a_database_open_in_another_process_is_reported() {
     let kv = Kv::open(&db, KvOptions::default()).unwrap();
     kv.set(&key!["k"], &Value::from(1)).unwrap();
     let path = db.to_str().unwrap();
-    let expected = format!(
-        "the database in {path} is open in another process (its LOCK is held): stop that process or go through it"
-    );
+    let expected = format!("the database in {path} is in use by another process (its LOCK is held)");
     for args in [
         vec!["get", "--path", path, r#"["k"]"#],
         vec!["set", "--path", path, r#"["k"]"#, "2"],

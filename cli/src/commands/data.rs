@@ -426,7 +426,7 @@ fn open_engine(path: &Path, create: bool) -> Result<Kv, CliError> {
     options.engine.create_if_missing = create;
     Kv::open(path, options).map_err(|e| match e {
         KvError::Engine(EngineError::Locked { .. }) => CliError::failed(format!(
-            "the database in {} is open in another process (its LOCK is held): stop that process or go through it",
+            "the database in {} is in use by another process (its LOCK is held)",
             path.display()
         )),
         e => CliError::failed(format!("cannot open the database in {}: {e}", path.display())),
