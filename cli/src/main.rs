@@ -4,7 +4,10 @@
 
 mod commands;
 mod error;
+mod key_syntax;
 mod progress;
+mod value_display;
+mod value_json;
 
 use clap::{Parser, Subcommand};
 use commands::{backup, data, deno_sqlite, dump, maintenance, serve};
