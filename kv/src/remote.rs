@@ -48,6 +48,21 @@ impl Kv {
                 out.push(Vec::new());
                 continue;
             }
+            if is_point(range) {
+                // `[key, key ++ 0x00)` holds `key` alone: a point lookup, which the
+                // tables' filters answer without a merging iterator over every level.
+                let found = snapshot.get_entry(&range.start)?;
+                let entries = match found {
+                    Some(entry) => vec![RawEntry {
+                        value: KvValue::decode_stored(&entry.value)?,
+                        versionstamp: Versionstamp::from_sequence(entry.seq),
+                        key: entry.key,
+                    }],
+                    None => Vec::new(),
+                };
+                out.push(entries);
+                continue;
+            }
             let bounds = (Bound::Included(range.start.as_slice()), Bound::Excluded(end));
             let mut iter = snapshot.range::<&[u8], _>(bounds);
             let mut entries = Vec::new();
@@ -65,4 +80,11 @@ impl Kv {
         }
         Ok(out)
     }
+}
+
+/// Whether `range` is `[key, key ++ 0x00)`, the range Deno's `get` sends: exactly one key.
+fn is_point(range: &RawRange) -> bool {
+    range.end.len() == range.start.len() + 1
+        && range.end.last() == Some(&0)
+        && range.end.starts_with(&range.start)
 }

@@ -76,3 +76,41 @@ fn absolute_expiry_in_the_past_is_invisible_and_far_future_is_kept() {
     let err = kv.atomic().mutate_expiring_at(set("x"), u64::MAX).commit().unwrap_err();
     assert_eq!(err.to_string(), format!("Invalid mutation: expireAt is too large: {}", u64::MAX));
 }
+
+/// A point range `[key, key ++ 0x00)` (what Deno's `get` sends) takes a lookup path of its
+/// own; it must answer exactly as the same key read through a range one byte wider would:
+/// present, absent, deleted, expired, in the memtable and in tables, and every limit.
+#[test]
+fn point_ranges_answer_as_ranges_do() {
+    let kv = Kv::open_in_memory(KvOptions::default()).unwrap();
+    let expiring =
+        |name: &str| Mutation { key: key![name], kind: MutationKind::Set(KvValue::U64(9)), expire_in: None };
+    for round in 0..2 {
+        kv.set(&key!["a"], &Value::Number(f64::from(round))).unwrap();
+        kv.set(&key!["gone"], &Value::Null).unwrap();
+        kv.delete(&key!["gone"]).unwrap();
+        kv.atomic().mutate_expiring_at(expiring("old"), 1).commit().unwrap();
+        kv.set(&key!["a", "child"], &Value::Bool(true)).unwrap();
+        for name in ["a", "gone", "old", "missing"] {
+            let start = key![name].encode().unwrap();
+            let mut point_end = start.clone();
+            point_end.push(0);
+            // A range that also holds ["a", "child"]: limit 1 returns the key itself first.
+            let mut wide_end = start.clone();
+            wide_end.push(0xFF);
+            for limit in [1, 2] {
+                let both = kv
+                    .snapshot_read(&[
+                        range(&start, &point_end, limit, false),
+                        range(&start, &wide_end, 1, false),
+                    ])
+                    .unwrap();
+                let point: Vec<_> = both[0].clone();
+                let wide: Vec<_> = both[1].iter().filter(|e| e.key == start).cloned().collect();
+                assert_eq!(point, wide, "{name} (round {round}, limit {limit})");
+                assert_eq!(point.len(), usize::from(name == "a"), "{name}");
+            }
+        }
+        kv.engine().flush().unwrap();
+    }
+}
