@@ -15,10 +15,15 @@ pub struct Config {
     pub header_read_timeout: Duration,
     /// Interval of the keep-alive frames of a watch stream.
     pub keepalive_interval: Duration,
+    /// Reads asking for at most this many entries in all (the sum of their ranges' limits)
+    /// run on the async runtime's thread; larger ones on the blocking pool. 0: every read
+    /// goes to the blocking pool.
+    pub inline_read_limit: usize,
 }
 
 impl Config {
-    /// The defaults (16 MiB bodies, 1024 watches, 10 s for headers, pings every 5 s) for a token.
+    /// The defaults (16 MiB bodies, 1024 watches, 10 s for headers, pings every 5 s, reads of
+    /// up to 16 entries inline) for a token.
     pub fn new(access_token: impl Into<String>) -> Config {
         Config {
             access_token: access_token.into(),
@@ -26,6 +31,7 @@ impl Config {
             max_watches: 1024,
             header_read_timeout: Duration::from_secs(10),
             keepalive_interval: Duration::from_secs(5),
+            inline_read_limit: 16,
         }
     }
 }

@@ -51,7 +51,11 @@ pub async fn serve(
         tokio::select! {
             accepted = listener.accept() => {
                 let stream = match accepted {
-                    Ok((stream, _)) => stream,
+                    Ok((stream, _)) => {
+                        // Small frames (a 100-byte answer) go out at once, not after an ACK.
+                        let _ = stream.set_nodelay(true);
+                        stream
+                    }
                     Err(e) => {
                         log("warn", "accept failed", &format!("error={:?}", e.to_string()));
                         tokio::time::sleep(Duration::from_millis(50)).await;

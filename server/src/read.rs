@@ -56,8 +56,15 @@ async fn snapshot_read_inner(
         let limit = usize::try_from(range.limit).unwrap_or(0);
         ranges.push(RawRange { start: range.start, end: range.end, limit, reverse: range.reverse });
     }
-    let kv = server.kv.clone();
-    let found = blocking(move || kv.snapshot_read(&ranges).map_err(kv_error)).await?;
+    let total_limit: usize = ranges.iter().map(|r| r.limit).sum();
+    let found = if total_limit <= server.config.inline_read_limit {
+        // Small reads (`get`, `getMany`, short lists) run on the runtime thread: a few
+        // lookups in memory cost less than the two thread hand-offs of the blocking pool.
+        server.kv.snapshot_read(&ranges).map_err(kv_error)?
+    } else {
+        let kv = server.kv.clone();
+        blocking(move || kv.snapshot_read(&ranges).map_err(kv_error)).await?
+    };
     let output = proto::SnapshotReadOutput {
         ranges: found
             .into_iter()
