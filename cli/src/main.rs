@@ -5,6 +5,7 @@
 mod commands;
 mod error;
 mod progress;
+mod transfer;
 
 use clap::{Parser, Subcommand};
 use commands::{backup, data, deno_sqlite, dump, maintenance, serve};
