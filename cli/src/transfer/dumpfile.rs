@@ -4,7 +4,7 @@
 //! so that a truncated or altered dump is detected before anything is loaded.
 
 use super::base64;
-use super::number::{number_text, parse_number};
+use super::number::{parse_number, write_number};
 use super::show::show;
 use serde_json::{Map, Value as Json};
 use stampkv::{BulkEntry, Key, KeyPart, KvBigInt, KvValue, QueuedMessage, Versionstamp};
@@ -68,6 +68,26 @@ pub struct DumpWriter<W: Write> {
     messages: u64,
 }
 
+/// `fmt::Write` into a byte buffer (for number formatting).
+struct VecText<'a>(&'a mut Vec<u8>);
+
+impl std::fmt::Write for VecText<'_> {
+    fn write_str(&mut self, text: &str) -> std::fmt::Result {
+        self.0.extend_from_slice(text.as_bytes());
+        Ok(())
+    }
+}
+
+/// Appends `bytes` as lowercase hex.
+fn push_hex(out: &mut Vec<u8>, bytes: &[u8]) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    for byte in bytes {
+        for nibble in [byte >> 4, byte & 15] {
+            out.push(DIGITS.get(usize::from(nibble)).copied().unwrap_or(b'0'));
+        }
+    }
+}
+
 fn json_string(out: &mut Vec<u8>, text: &str) {
     // Serializing a string into a Vec cannot fail.
     let _ = serde_json::to_writer(&mut *out, text);
@@ -91,12 +111,17 @@ fn write_key(out: &mut Vec<u8>, key: &Key) {
                 out.push(b']');
             }
             KeyPart::BigInt(n) => {
-                out.extend_from_slice(format!("[\"bigint\",\"{n}\"]").as_bytes());
+                // Writing to a Vec cannot fail.
+                let _ = write!(out, "[\"bigint\",\"{n}\"]");
             }
             KeyPart::Number(n) => {
-                out.extend_from_slice(format!("[\"number\",\"{}\"]", number_text(*n)).as_bytes());
+                out.extend_from_slice(b"[\"number\",\"");
+                let _ = write_number(&mut VecText(out), *n);
+                out.extend_from_slice(b"\"]");
             }
-            KeyPart::Bool(b) => out.extend_from_slice(format!("[\"bool\",{b}]").as_bytes()),
+            KeyPart::Bool(b) => {
+                out.extend_from_slice(if *b { b"[\"bool\",true]" } else { b"[\"bool\",false]" })
+            }
         }
     }
     out.push(b']');
@@ -114,7 +139,10 @@ fn write_value(out: &mut Vec<u8>, value: &KvValue) {
             base64::encode_into(out, bytes);
             out.extend_from_slice(b"\"}");
         }
-        KvValue::U64(n) => out.extend_from_slice(format!("{{\"u64\":\"{n}\"}}").as_bytes()),
+        KvValue::U64(n) => {
+            // Writing to a Vec cannot fail.
+            let _ = write!(out, "{{\"u64\":\"{n}\"}}");
+        }
     }
     if let Some(text) = show(value) {
         out.extend_from_slice(b",\"show\":");
@@ -162,10 +190,13 @@ impl<W: Write> DumpWriter<W> {
         self.line.extend_from_slice(b",\"value\":");
         write_value(&mut self.line, &entry.value);
         if self.header.versionstamps {
-            self.line.extend_from_slice(format!(",\"versionstamp\":\"{}\"", entry.versionstamp).as_bytes());
+            self.line.extend_from_slice(b",\"versionstamp\":\"");
+            push_hex(&mut self.line, &entry.versionstamp.0);
+            self.line.push(b'"');
         }
         if let (true, Some(at)) = (self.header.expiry, entry.expires_at_ms) {
-            self.line.extend_from_slice(format!(",\"expireAt\":{at}").as_bytes());
+            // Writing to a Vec cannot fail.
+            let _ = write!(self.line, ",\"expireAt\":{at}");
         }
         self.line.extend_from_slice(b"}}");
         self.entries += 1;
@@ -304,8 +335,9 @@ fn as_base64(json: &Json, what: &str) -> Result<Vec<u8>, String> {
 
 fn as_versionstamp(json: &Json, what: &str) -> Result<Versionstamp, String> {
     let text = as_str(json, what)?;
+    let lowercase = text.bytes().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c));
     match text.parse::<Versionstamp>() {
-        Ok(v) if v.to_hex() == text => Ok(v),
+        Ok(v) if lowercase => Ok(v),
         _ => Err(format!("{what} must be 20 lowercase hex digits")),
     }
 }

@@ -2,21 +2,46 @@
 //! (Rust's `{:?}` without a trailing `.0`: `1`, `0.1`, `1.5`, `1e300`, `-0`), or
 //! JavaScript's `NaN`, `Infinity`, `-Infinity`.
 
-/// The text of `n`.
-pub fn number_text(n: f64) -> String {
-    if n.is_nan() {
-        "NaN".into()
-    } else if n == f64::INFINITY {
-        "Infinity".into()
-    } else if n == f64::NEG_INFINITY {
-        "-Infinity".into()
-    } else {
-        let text = format!("{n:?}");
-        match text.strip_suffix(".0") {
-            Some(integral) => integral.to_owned(),
-            None => text,
-        }
+use std::fmt::{self, Write};
+
+/// A buffer on the stack for one formatted double (Rust's `{:?}` of an `f64` is at most
+/// 24 characters: `-2.2250738585072014e-308`).
+struct Digits {
+    buf: [u8; 32],
+    len: usize,
+}
+
+impl fmt::Write for Digits {
+    fn write_str(&mut self, text: &str) -> fmt::Result {
+        let end = self.len + text.len();
+        self.buf.get_mut(self.len..end).ok_or(fmt::Error)?.copy_from_slice(text.as_bytes());
+        self.len = end;
+        Ok(())
     }
+}
+
+/// Writes the text of `n` to `out` without allocating.
+pub fn write_number(out: &mut impl fmt::Write, n: f64) -> fmt::Result {
+    if n.is_nan() {
+        return out.write_str("NaN");
+    }
+    if n.is_infinite() {
+        return out.write_str(if n > 0.0 { "Infinity" } else { "-Infinity" });
+    }
+    let mut digits = Digits { buf: [0; 32], len: 0 };
+    write!(digits, "{n:?}")?;
+    let text = digits.buf.get(..digits.len).ok_or(fmt::Error)?;
+    let text = text.strip_suffix(b".0").unwrap_or(text);
+    out.write_str(std::str::from_utf8(text).map_err(|_| fmt::Error)?)
+}
+
+/// The text of `n`.
+#[cfg(test)]
+pub fn number_text(n: f64) -> String {
+    let mut out = String::new();
+    // Writing to a String cannot fail, nor can a double's text overflow its buffer.
+    let _ = write_number(&mut out, n);
+    out
 }
 
 /// Reads what [`number_text`] writes (and any other decimal that parses to a finite

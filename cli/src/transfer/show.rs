@@ -2,7 +2,7 @@
 //! value's bytes in a dump so that people (and `grep`) can see what it holds. It is only a
 //! hint: loading ignores it.
 
-use super::number::number_text;
+use super::number::write_number;
 use stampkv::{KvValue, Value};
 use std::fmt::{self, Write};
 
@@ -42,12 +42,15 @@ fn render(value: &Value, out: &mut String) -> fmt::Result {
         Value::Undefined => out.write_str("undefined"),
         Value::Null => out.write_str("null"),
         Value::Bool(b) => write!(out, "{b}"),
-        Value::Number(n) => out.write_str(&number_text(*n)),
+        Value::Number(n) => write_number(out, *n),
         Value::BigInt(n) => write!(out, "{n}n"),
         Value::String(s) => quoted(s, out),
         Value::Bytes(bytes) => {
-            let shown: Vec<String> = bytes.iter().map(u8::to_string).collect();
-            write!(out, "Uint8Array({}) [{}]", bytes.len(), shown.join(", "))
+            write!(out, "Uint8Array({}) [", bytes.len())?;
+            for (i, byte) in bytes.iter().enumerate() {
+                write!(out, "{}{byte}", if i > 0 { ", " } else { "" })?;
+            }
+            out.write_char(']')
         }
         Value::Array(items) => {
             out.write_char('[')?;
@@ -83,7 +86,11 @@ fn render(value: &Value, out: &mut String) -> fmt::Result {
             }
             out.write_char('}')
         }
-        Value::Date(ms) => write!(out, "Date({})", number_text(*ms)),
+        Value::Date(ms) => {
+            out.write_str("Date(")?;
+            write_number(out, *ms)?;
+            out.write_char(')')
+        }
         Value::RegExp { source, flags } => write!(out, "/{source}/{flags}"),
         Value::U64(n) => write!(out, "Deno.KvU64({n}n)"),
     }
