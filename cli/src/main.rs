@@ -6,6 +6,7 @@ mod commands;
 mod error;
 mod key_syntax;
 mod progress;
+mod transfer;
 mod value_display;
 mod value_json;
 

@@ -42,9 +42,9 @@
 //! ```
 //! use stampkv_engine::fs::{CrashPolicy, FaultOp, FaultyFs, Fs, FsFile, FsLock, MemFs, StdFs};
 //! use stampkv_engine::{
-//!     BackgroundMode, Clock, Db, DbIter, Entry, Error, LatestView, ManualClock, Options,
-//!     RecoveryMode, RecoveryReport, Result, Snapshot, SpaceUsage, Stats, SyncMode, SystemClock,
-//!     TableOptions, WriteBatch, WriteOptions,
+//!     BackgroundMode, Clock, Db, DbIter, Entry, Error, Ingest, IngestSummary, LatestView,
+//!     ManualClock, Options, RecoveryMode, RecoveryReport, Result, Snapshot, SpaceUsage, Stats,
+//!     SyncMode, SystemClock, TableOptions, WriteBatch, WriteOptions,
 //! };
 //! ```
 
@@ -70,7 +70,7 @@ mod version;
 
 pub use batch::WriteBatch;
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use db::{Db, DbIter, Entry, LatestView, RecoveryReport, Snapshot};
+pub use db::{Db, DbIter, Entry, Ingest, IngestSummary, LatestView, RecoveryReport, Snapshot};
 pub use error::{Error, Result};
 pub use options::{BackgroundMode, Options, SyncMode, WriteOptions};
 pub use stampkv_sstable::TableOptions;

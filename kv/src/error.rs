@@ -128,6 +128,9 @@ pub enum KvError {
     Engine(stampkv_engine::Error),
     /// The database was closed.
     Closed,
+    /// A restore ([`crate::Kv::restore`]) given entries or messages it cannot take, or
+    /// that cannot be installed (the text says why).
+    InvalidRestore(String),
 }
 
 impl KvError {
@@ -138,7 +141,9 @@ impl KvError {
             KvError::CursorBeforeFirstIteration
             | KvError::InvalidLimit { .. }
             | KvError::InvalidBatchSize { .. } => "Error",
-            KvError::Engine(_) | KvError::Closed | KvError::QueueClosed => "Error",
+            KvError::Engine(_) | KvError::Closed | KvError::QueueClosed | KvError::InvalidRestore(_) => {
+                "Error"
+            }
             _ => "TypeError",
         }
     }
@@ -193,6 +198,7 @@ impl fmt::Display for KvError {
                 write!(f, "enqueue payload too large (max {max} bytes)")
             }
             KvError::QueueClosed => f.write_str("Queue already closed"),
+            KvError::InvalidRestore(text) => f.write_str(text),
         }
     }
 }

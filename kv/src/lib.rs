@@ -23,6 +23,7 @@
 mod atomic;
 mod base64;
 mod bigint;
+pub mod bulk;
 mod db;
 pub mod engine;
 mod entry;
@@ -39,6 +40,7 @@ mod watch;
 pub use atomic::{AtomicOperation, Check, CommitResult, Mutation, MutationKind};
 pub use bigint::KvBigInt;
 pub use bigint::{ParseBigIntError, TryFromBigIntError};
+pub use bulk::{BulkEntry, BulkSnapshot, QueuedMessage, Restore, RestoreSummary};
 pub use db::{Kv, KvOptions, SetOptions};
 pub use engine::{KvEngine, ManualClock, SyncMode};
 pub use entry::{FromKvValue, KvEntry, KvEntryMaybe, ToKvValue};

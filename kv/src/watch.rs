@@ -101,6 +101,15 @@ impl WatchHub {
         }
     }
 
+    /// Marks every watch as changed (a restore wrote without commits): each re-reads its
+    /// keys and yields only if a versionstamp differs.
+    pub(crate) fn notify_all(&self) {
+        let state = self.state.lock();
+        for (_, waiter) in state.waiters.values() {
+            waiter.mark(false);
+        }
+    }
+
     /// Ends every watch (the database is closing).
     pub(crate) fn close(&self) {
         let mut state = self.state.lock();

@@ -1,21 +1,194 @@
-//! `dump` and `load`: a lossless, line-oriented text form of a whole database.
+//! `dump` and `load`: a lossless, line-oriented text form of a whole database (the format
+//! is in `cli/FORMAT.md`, section "dump format").
 
 use crate::error::CliError;
+use crate::progress::Progress;
+use crate::transfer::dumpfile::{DumpReader, DumpWriter, Header, Record};
+use crate::transfer::target;
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, BufWriter, IsTerminal, Write};
+use std::path::{Path, PathBuf};
 
 /// Arguments of `stampkv dump`.
 #[derive(Debug, clap::Args)]
-pub struct DumpArgs {}
-
-/// Runs `stampkv dump`.
-pub fn dump(_args: DumpArgs) -> Result<(), CliError> {
-    Err(CliError::failed("`dump` is not built yet"))
+pub struct DumpArgs {
+    /// The database directory.
+    #[arg(long)]
+    path: PathBuf,
+    /// Write the dump to this file instead of standard output.
+    #[arg(long, short)]
+    output: Option<PathBuf>,
+    /// Leave out the versionstamps (a load then gives every entry a new one).
+    #[arg(long)]
+    no_versionstamps: bool,
+    /// Leave out the expiry times (a load then keeps every entry until it is deleted).
+    #[arg(long)]
+    no_expiry: bool,
+    /// Leave out the queued messages.
+    #[arg(long)]
+    no_queue: bool,
 }
 
 /// Arguments of `stampkv load`.
 #[derive(Debug, clap::Args)]
-pub struct LoadArgs {}
+pub struct LoadArgs {
+    /// The dump to load (`-`: standard input).
+    file: PathBuf,
+    /// The database directory (created if missing or empty).
+    #[arg(long)]
+    path: PathBuf,
+    /// Load into a database that already holds data.
+    #[arg(long)]
+    force: bool,
+    /// Give every entry the load's own new versionstamp instead of the recorded one.
+    #[arg(long)]
+    new_versionstamps: bool,
+    /// Load the entries without their expiry times.
+    #[arg(long)]
+    no_expiry: bool,
+    /// Leave the dump's queued messages out.
+    #[arg(long)]
+    no_queue: bool,
+}
+
+/// A one-line report on standard error, shown on a terminal only (like the progress bar).
+pub(crate) fn report(text: &str) {
+    if io::stderr().is_terminal() {
+        eprintln!("{text}");
+    }
+}
+
+/// Runs `stampkv dump`.
+pub fn dump(args: DumpArgs) -> Result<(), CliError> {
+    let kv = target::open_existing(&args.path)?;
+    let snapshot = kv.bulk_snapshot();
+    let header = Header {
+        versionstamps: !args.no_versionstamps,
+        expiry: !args.no_expiry,
+        queue: !args.no_queue,
+        last_versionstamp: (!args.no_versionstamps).then(|| snapshot.last_versionstamp()),
+    };
+    let to_file = args.output.as_ref().filter(|p| p.as_os_str() != "-");
+    let out: Box<dyn Write> = match to_file {
+        Some(file) => Box::new(
+            File::create(file)
+                .map_err(|e| CliError::failed(format!("cannot create {}: {e}", file.display())))?,
+        ),
+        None => Box::new(io::stdout().lock()),
+    };
+    let progress = Progress::new("dumping", None);
+    let result = (|| -> Result<(u64, u64), String> {
+        let writing = |e: io::Error| format!("writing the dump: {e}");
+        let mut writer = DumpWriter::new(BufWriter::with_capacity(1 << 20, out), header).map_err(writing)?;
+        for entry in snapshot.entries() {
+            let entry = entry.map_err(|e| format!("reading {}: {e}", args.path.display()))?;
+            writer.entry(&entry).map_err(writing)?;
+            progress.advance(1);
+        }
+        if header.queue {
+            for message in snapshot.messages() {
+                let message =
+                    message.map_err(|e| format!("reading the queue of {}: {e}", args.path.display()))?;
+                writer.message(&message).map_err(writing)?;
+                progress.advance(1);
+            }
+        }
+        let counts = (writer.entries(), writer.messages());
+        let out = writer.finish().map_err(writing)?;
+        let file = out.into_inner().map_err(|e| writing(e.into_error()))?;
+        drop(file);
+        Ok(counts)
+    })();
+    progress.finish();
+    drop(snapshot);
+    let closed = target::close(kv, &args.path);
+    let (entries, messages) = match result {
+        Ok(counts) => counts,
+        Err(message) => {
+            if let Some(file) = to_file {
+                let _ = std::fs::remove_file(file);
+            }
+            return Err(CliError::failed(message));
+        }
+    };
+    if let Some(file) = to_file {
+        File::open(file)
+            .and_then(|f| f.sync_all())
+            .map_err(|e| CliError::failed(format!("syncing {}: {e}", file.display())))?;
+    }
+    closed?;
+    report(&format!("dumped {entries} entries and {messages} queued messages"));
+    Ok(())
+}
 
 /// Runs `stampkv load`.
-pub fn load(_args: LoadArgs) -> Result<(), CliError> {
-    Err(CliError::failed("`load` is not built yet"))
+pub fn load(args: LoadArgs) -> Result<(), CliError> {
+    let from_stdin = args.file.as_os_str() == "-";
+    let name = if from_stdin { "standard input".to_owned() } else { args.file.display().to_string() };
+    let (input, size): (Box<dyn BufRead>, Option<u64>) = if from_stdin {
+        (Box::new(BufReader::with_capacity(1 << 20, io::stdin().lock())), None)
+    } else {
+        let file =
+            File::open(&args.file).map_err(|e| CliError::failed(format!("cannot open {name}: {e}")))?;
+        let size = file.metadata().ok().map(|m| m.len());
+        (Box::new(BufReader::with_capacity(1 << 20, file)), size)
+    };
+    let bad = |e: crate::transfer::dumpfile::FormatError| CliError::failed(format!("{name} {e}"));
+    let mut reader = DumpReader::new(input).map_err(bad)?;
+    let header = reader.header();
+    let kv = target::open_for_writing(&args.path)?;
+    let result = load_into(&kv, &args, &mut reader, &name, size);
+    let closed = target::close(kv, &args.path);
+    let (entries, messages) = result?;
+    closed?;
+    report(&format!(
+        "loaded {entries} entries and {messages} queued messages{}",
+        if header.versionstamps && !args.new_versionstamps { ", versionstamps kept" } else { "" }
+    ));
+    Ok(())
+}
+
+fn load_into(
+    kv: &stampkv::Kv,
+    args: &LoadArgs,
+    reader: &mut DumpReader<Box<dyn BufRead>>,
+    name: &str,
+    size: Option<u64>,
+) -> Result<(u64, u64), CliError> {
+    let header = reader.header();
+    let keep_versionstamps = header.versionstamps && !args.new_versionstamps;
+    let mut restore = target::start_restore(kv, &args.path, args.force)?;
+    let progress = match size {
+        Some(size) => Progress::bytes("loading", size),
+        None => Progress::new("loading", None),
+    };
+    let mut shown = 0;
+    let result = (|| -> Result<(), CliError> {
+        loop {
+            let record = reader.next_record().map_err(|e| CliError::failed(format!("{name} {e}")))?;
+            let at = |e: stampkv::KvError| CliError::failed(format!("{name} line {}: {e}", reader.line()));
+            match record {
+                None => break,
+                Some(Record::Entry(entry)) => {
+                    let versionstamp = if keep_versionstamps { entry.versionstamp } else { None };
+                    let expires_at_ms = if args.no_expiry { None } else { entry.expires_at_ms };
+                    restore.entry(&entry.key, &entry.value, versionstamp, expires_at_ms).map_err(at)?;
+                }
+                Some(Record::Message(message)) => {
+                    if !args.no_queue {
+                        restore.message(&message).map_err(at)?;
+                    }
+                }
+            }
+            let read = if size.is_some() { reader.bytes_read() } else { reader.line() };
+            progress.advance(read - shown);
+            shown = read;
+        }
+        Ok(())
+    })();
+    progress.finish();
+    result?;
+    let last = if keep_versionstamps { header.last_versionstamp } else { None };
+    let summary = restore.finish(last).map_err(|e| target::finish_error(Path::new(&args.path), e))?;
+    Ok((summary.entries, summary.messages))
 }

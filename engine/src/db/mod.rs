@@ -8,11 +8,13 @@ mod background;
 mod compaction;
 mod flush;
 mod gc;
+mod ingest;
 mod lock_order;
 mod open;
 mod read;
 mod write;
 
+pub use ingest::{Ingest, IngestSummary};
 pub use read::{DbIter, Entry, LatestView, Snapshot};
 
 use crate::clock::Clock;

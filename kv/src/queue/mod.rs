@@ -264,6 +264,15 @@ impl QueueHub {
         self.cv.notify_all();
     }
 
+    /// Forgets the index of stored messages, so that the workers load it again with one
+    /// scan (a restore wrote messages without commits), and wakes them.
+    pub fn reload(&self) {
+        let mut state = self.state.lock();
+        state.pending = None;
+        state.epoch += 1;
+        self.cv.notify_all();
+    }
+
     /// Wakes the workers (a listener stopped, or the state changed).
     pub fn notify(&self) {
         self.state.lock().epoch += 1;

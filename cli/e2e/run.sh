@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# End-to-end test of `stampkv import-deno` and `stampkv export-deno` with real Deno 2.9.6:
+#  1. Deno writes a database file (every key part and value kind, expiring keys, queued
+#     messages pending and one left running by a killed listener);
+#  2. `stampkv import-deno` brings it in: the entries read from Rust equal Deno's, with the
+#     same versionstamps, and every message is there;
+#  3. `stampkv export-deno` writes it back: the file has Deno's schema and rows, Deno reads
+#     the same entries, delivers the due messages (dead-lettering one) and commits on top.
+# Needs node and npm; installs deno@2.9.6 into cli/e2e/node_modules (not committed).
+set -euo pipefail
+cd "$(dirname "$0")"
+e2e="$PWD"
+root="$(cd ../.. && pwd)"
+
+fail() { echo "cli e2e: FAIL: $*" >&2; exit 1; }
+command -v node >/dev/null 2>&1 || fail "node is not installed: the end-to-end test needs Node.js (>= 18) and npm"
+command -v npm >/dev/null 2>&1 || fail "npm is not installed: the end-to-end test needs Node.js (>= 18) and npm"
+
+deno="$e2e/node_modules/.bin/deno"
+if ! "$deno" --version 2>/dev/null | grep -q '^deno 2\.9\.6 '; then
+  npm install --no-save --no-audit --no-fund deno@2.9.6
+fi
+"$deno" --version | head -1
+export DENO_NO_UPDATE_CHECK=1 DENO_NO_PROMPT=1
+run_deno() { "$deno" run --unstable-kv -A "$@"; }
+
+(cd "$root" && cargo build -q -p stampkv-cli --bin stampkv && cargo build -q -p stampkv-server --example dump_json)
+stampkv="$root/target/debug/stampkv"
+dump_json="$root/target/debug/examples/dump_json"
+
+scratch="$(mktemp -d)"
+trap 'rm -rf "$scratch"' EXIT
+
+echo "cli e2e: 1. Deno writes a database file"
+run_deno "$e2e/make_db.ts" "$scratch/deno.sqlite" "$scratch/expected.json"
+run_deno "$e2e/deno_canon.ts" "$scratch/deno.sqlite" >"$scratch/deno.canon"
+[ -s "$scratch/deno.canon" ] || fail "Deno's file holds no entries"
+
+echo "cli e2e: 2. stampkv import-deno"
+"$stampkv" import-deno "$scratch/deno.sqlite" --path "$scratch/db"
+"$dump_json" "$scratch/db" >"$scratch/rust.canon"
+node "$root/server/e2e/compare.mjs" "$scratch/deno.canon" "$scratch/rust.canon"
+"$stampkv" dump --path "$scratch/db" >"$scratch/db.dump"
+# Five messages due soon, one due in an hour, the one Deno was running.
+tail -n 1 "$scratch/db.dump" | grep -q '"messages":7,' || fail "the imported queue is not complete: $(tail -n 1 "$scratch/db.dump")"
+grep -q '"expireAt":' "$scratch/db.dump" || fail "the expiry times were not imported"
+
+echo "cli e2e: 3. stampkv export-deno, read and listened to by Deno"
+"$stampkv" export-deno "$scratch/exported.sqlite" --path "$scratch/db"
+run_deno "$e2e/compare_files.ts" "$scratch/deno.sqlite" "$scratch/exported.sqlite"
+run_deno "$e2e/deno_canon.ts" "$scratch/exported.sqlite" >"$scratch/exported.canon"
+node "$root/server/e2e/compare.mjs" "$scratch/deno.canon" "$scratch/exported.canon"
+# Deno logs the handler that fails on purpose to standard error: shown only on failure.
+run_deno "$e2e/listen.ts" "$scratch/exported.sqlite" "$scratch/expected.json" 2>"$scratch/listen.err" ||
+  { cat "$scratch/listen.err" >&2; fail "Deno did not deliver the exported queue"; }
+
+echo "cli e2e: all passed"

@@ -1,0 +1,320 @@
+//! A whole database out and back in: every entry with its versionstamp and expiry time, and
+//! every queued message, read from one snapshot ([`Kv::bulk_snapshot`]) and restored as
+//! one unit ([`Kv::restore`]) — what text dumps and other stores' files are made of.
+//!
+//! A restore keeps versionstamps: an entry written with versionstamp `v` reads back with
+//! `v`, which ordinary commits cannot do (each gets the next one). It uses the engine's
+//! bulk ingestion ([`stampkv_engine::Ingest`]): entries go in key order straight to table
+//! files, and [`Restore::finish`] installs them all at once, or nothing if it fails or the
+//! restore is dropped. The rules:
+//!
+//! - Entries come in strictly ascending key order, then queued messages in delivery order
+//!   (ascending deadline).
+//! - An entry may keep a recorded versionstamp (whose last two bytes are `00 00`, as every
+//!   versionstamp stampkv and Deno's SQLite backend make) or take the restore's own: the
+//!   versionstamp the next commit would have had ([`Restore::versionstamp`]), shared by
+//!   everything the restore writes with it, queued messages included.
+//! - Into a database that holds no data (a new one, or one emptied and compacted), any
+//!   versionstamps can be kept. Into one that holds data, every kept versionstamp must be
+//!   newer than its last commit (the restore is then like one more commit); `finish`
+//!   refuses otherwise.
+//! - No commit may happen while a restore runs: `finish` fails if one did.
+//! - Afterwards the database's last versionstamp is at least the one given to `finish` (a
+//!   dump records the last versionstamp of its database), so later commits get newer ones.
+//! - Watches re-read their keys, and queue listeners see the restored messages.
+
+use crate::queue::record::{message_key, parse_message_key, MessageRecord, QUEUE_PREFIX};
+use crate::{Key, Kv, KvError, KvValue, Versionstamp};
+use stampkv_engine::{Ingest, Snapshot};
+
+/// The first byte of stampkv's reserved engine key space (the queue's records).
+const RESERVED_PREFIX: u8 = 0xFF;
+
+/// An entry with everything a restore needs to recreate it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BulkEntry {
+    /// The key.
+    pub key: Key,
+    /// The stored value, exactly as stored.
+    pub value: KvValue,
+    /// The versionstamp of the commit that wrote it.
+    pub versionstamp: Versionstamp,
+    /// When it expires (milliseconds since the Unix epoch, on the engine's clock), if it does.
+    pub expires_at_ms: Option<u64>,
+}
+
+/// A message waiting in the queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueuedMessage {
+    /// When it is due (milliseconds since the Unix epoch, on the engine's clock).
+    pub deadline_ms: u64,
+    /// Deliveries that failed so far.
+    pub attempts: u32,
+    /// The enqueued value.
+    pub value: KvValue,
+    /// The retry intervals left, in milliseconds, next first.
+    pub backoff_ms: Vec<u32>,
+    /// Where the value goes if every delivery fails.
+    pub keys_if_undelivered: Vec<Key>,
+}
+
+/// A consistent read-only view of a whole database; see [`Kv::bulk_snapshot`].
+pub struct BulkSnapshot {
+    snapshot: Snapshot,
+}
+
+impl std::fmt::Debug for BulkSnapshot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BulkSnapshot").field("sequence", &self.snapshot.sequence()).finish()
+    }
+}
+
+impl BulkSnapshot {
+    /// The versionstamp of the last commit the snapshot sees.
+    pub fn last_versionstamp(&self) -> Versionstamp {
+        Versionstamp::from_sequence(self.snapshot.sequence())
+    }
+
+    /// The time expiry is evaluated at: entries expired then are not listed.
+    pub fn read_time_ms(&self) -> u64 {
+        self.snapshot.read_time_ms()
+    }
+
+    /// Every live entry, in key order.
+    pub fn entries(&self) -> impl Iterator<Item = Result<BulkEntry, KvError>> + use<> {
+        let reserved: &[u8] = &[RESERVED_PREFIX];
+        self.snapshot.range::<&[u8], _>(..reserved).map(|found| {
+            let entry = found?;
+            Ok(BulkEntry {
+                key: Key::decode(&entry.key)?,
+                value: KvValue::decode_stored(&entry.value)?,
+                versionstamp: Versionstamp::from_sequence(entry.seq),
+                expires_at_ms: entry.expires_at_ms,
+            })
+        })
+    }
+
+    /// Every queued message, in delivery order (by deadline, then enqueue order).
+    pub fn messages(&self) -> impl Iterator<Item = Result<QueuedMessage, KvError>> + use<> {
+        let mut end = QUEUE_PREFIX.to_vec();
+        end.push(0xFF);
+        self.snapshot.range(QUEUE_PREFIX.to_vec()..end).filter_map(|found| {
+            let entry = match found {
+                Ok(entry) => entry,
+                Err(e) => return Some(Err(e.into())),
+            };
+            let (deadline_ms, _, _) = parse_message_key(&entry.key)?;
+            Some(MessageRecord::decode(&entry.value).and_then(|record| {
+                let keys_if_undelivered =
+                    record.keys_if_undelivered.iter().map(|k| Key::decode(k)).collect::<Result<_, _>>()?;
+                Ok(QueuedMessage {
+                    deadline_ms,
+                    attempts: record.attempts,
+                    value: record.payload,
+                    backoff_ms: record.backoff_ms,
+                    keys_if_undelivered,
+                })
+            }))
+        })
+    }
+
+    /// Whether the database holds no entry and no queued message.
+    pub fn is_empty(&self) -> Result<bool, KvError> {
+        Ok(self.entries().next().transpose()?.is_none() && self.messages().next().transpose()?.is_none())
+    }
+}
+
+/// A restore in progress; see the [module docs](self). Nothing is visible until
+/// [`Restore::finish`]; dropping it leaves the database unchanged.
+pub struct Restore<'a> {
+    kv: &'a Kv,
+    ingest: Ingest<'a>,
+    own_seq: u64,
+    own_used: bool,
+    next_index: u32,
+    in_messages: bool,
+    last_deadline: u64,
+    last_key: Option<Vec<u8>>,
+    stored: Vec<u8>,
+}
+
+impl std::fmt::Debug for Restore<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Restore").field("ingest", &self.ingest).finish_non_exhaustive()
+    }
+}
+
+/// What a restore wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RestoreSummary {
+    /// Entries restored.
+    pub entries: u64,
+    /// Queued messages restored.
+    pub messages: u64,
+    /// The database's last versionstamp afterwards.
+    pub last_versionstamp: Versionstamp,
+}
+
+fn invalid(text: impl Into<String>) -> KvError {
+    KvError::InvalidRestore(text.into())
+}
+
+/// The engine's refusals of an ingest are the restore's.
+fn from_engine(error: stampkv_engine::Error) -> KvError {
+    match error {
+        stampkv_engine::Error::InvalidArgument(text) => KvError::InvalidRestore(text),
+        other => other.into(),
+    }
+}
+
+impl Kv {
+    /// A consistent view of the whole database, for export.
+    pub fn bulk_snapshot(&self) -> BulkSnapshot {
+        BulkSnapshot { snapshot: self.inner.db.snapshot() }
+    }
+
+    /// Starts a restore; see [`Restore`].
+    pub fn restore(&self) -> Result<Restore<'_>, KvError> {
+        let ingest = self.inner.db.ingest()?;
+        let own_seq = ingest.base_sequence() + 1;
+        Ok(Restore {
+            kv: self,
+            ingest,
+            own_seq,
+            own_used: false,
+            next_index: 0,
+            in_messages: false,
+            last_deadline: 0,
+            last_key: None,
+            stored: Vec::new(),
+        })
+    }
+}
+
+impl Restore<'_> {
+    /// The restore's own versionstamp: what an entry restored without one reads back with.
+    pub fn versionstamp(&self) -> Versionstamp {
+        Versionstamp::from_sequence(self.own_seq)
+    }
+
+    /// Entries and messages added so far.
+    pub fn written(&self) -> u64 {
+        self.ingest.entries()
+    }
+
+    /// Adds an entry: `key` with `value`, reading back with `versionstamp` (`None`: the
+    /// restore's own), expiring at `expires_at_ms` (milliseconds since the Unix epoch) if
+    /// given. Keys must be strictly ascending and come before every message.
+    pub fn entry(
+        &mut self,
+        key: &Key,
+        value: &KvValue,
+        versionstamp: Option<Versionstamp>,
+        expires_at_ms: Option<u64>,
+    ) -> Result<(), KvError> {
+        let encoded = key.encode()?;
+        self.put_entry(&encoded, value, versionstamp, expires_at_ms)
+    }
+
+    /// [`Restore::entry`] for a key given by its encoding, which must decode as a key.
+    pub fn entry_encoded(
+        &mut self,
+        key: &[u8],
+        value: &KvValue,
+        versionstamp: Option<Versionstamp>,
+        expires_at_ms: Option<u64>,
+    ) -> Result<(), KvError> {
+        Key::decode(key)?;
+        self.put_entry(key, value, versionstamp, expires_at_ms)
+    }
+
+    fn put_entry(
+        &mut self,
+        key: &[u8],
+        value: &KvValue,
+        versionstamp: Option<Versionstamp>,
+        expires_at_ms: Option<u64>,
+    ) -> Result<(), KvError> {
+        if self.in_messages {
+            return Err(invalid("entries must come before every queued message"));
+        }
+        if self.last_key.as_deref().is_some_and(|last| key <= last) {
+            return Err(invalid("entries must come in strictly ascending key order"));
+        }
+        let seq = match versionstamp {
+            Some(versionstamp) => {
+                if Versionstamp::from_sequence(versionstamp.sequence()) != versionstamp {
+                    return Err(invalid(format!(
+                        "versionstamp {versionstamp} does not end in 0000, as every stored versionstamp does"
+                    )));
+                }
+                if versionstamp.sequence() == 0 {
+                    return Err(invalid("versionstamp 00000000000000000000 is never given to an entry"));
+                }
+                versionstamp.sequence()
+            }
+            None => {
+                self.own_used = true;
+                self.own_seq
+            }
+        };
+        self.stored.clear();
+        self.stored.extend_from_slice(&value.encode_stored());
+        self.ingest.put(key, &self.stored, seq, expires_at_ms).map_err(from_engine)?;
+        match &mut self.last_key {
+            Some(last) => {
+                last.clear();
+                last.extend_from_slice(key);
+            }
+            None => self.last_key = Some(key.to_vec()),
+        }
+        Ok(())
+    }
+
+    /// Adds a queued message, after every entry; messages come in delivery order (their
+    /// deadlines ascending). Messages with equal deadlines are delivered in the order they
+    /// are added.
+    pub fn message(&mut self, message: &QueuedMessage) -> Result<(), KvError> {
+        if self.in_messages && message.deadline_ms < self.last_deadline {
+            return Err(invalid("queued messages must come in delivery order (ascending deadlines)"));
+        }
+        let keys_if_undelivered =
+            message.keys_if_undelivered.iter().map(Key::encode).collect::<Result<Vec<_>, _>>()?;
+        let record = MessageRecord {
+            attempts: message.attempts,
+            payload: message.value.clone(),
+            backoff_ms: message.backoff_ms.clone(),
+            keys_if_undelivered,
+        };
+        let index = self.next_index;
+        self.next_index =
+            index.checked_add(1).ok_or_else(|| invalid("more than 2^32 queued messages in one restore"))?;
+        let key = message_key(message.deadline_ms, self.own_seq, index);
+        self.ingest.put(&key, &record.encode(), self.own_seq, None).map_err(from_engine)?;
+        self.in_messages = true;
+        self.own_used = true;
+        self.last_deadline = message.deadline_ms;
+        Ok(())
+    }
+
+    /// Makes everything added visible and durable at once. Afterwards the database's last
+    /// versionstamp is at least `last_versionstamp` (if given), every kept versionstamp,
+    /// and the restore's own if something used it. Fails, changing nothing, as the
+    /// [module docs](self) say.
+    pub fn finish(self, last_versionstamp: Option<Versionstamp>) -> Result<RestoreSummary, KvError> {
+        let messages = u64::from(self.next_index);
+        let floor = last_versionstamp.map_or(0, |v| v.sequence());
+        let floor = if self.own_used { floor.max(self.own_seq) } else { floor };
+        let kv = self.kv;
+        let summary = self.ingest.finish(floor).map_err(from_engine)?;
+        kv.inner.watch.notify_all();
+        if messages > 0 {
+            kv.inner.queue.reload();
+        }
+        Ok(RestoreSummary {
+            entries: summary.entries - messages,
+            messages,
+            last_versionstamp: Versionstamp::from_sequence(summary.last_sequence),
+        })
+    }
+}
