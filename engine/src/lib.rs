@@ -70,7 +70,10 @@ mod version;
 
 pub use batch::WriteBatch;
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use db::{Db, DbIter, Entry, LatestView, RecoveryReport, Snapshot};
+pub use db::{
+    checkpoint, checkpoint_with_fs, repair, restore, verify, CheckpointInfo, Db, DbIter, Entry, LatestView,
+    Loss, Problem, RecoveryReport, RepairReport, Snapshot, VerifyReport, BACKUP_FILE,
+};
 pub use error::{Error, Result};
 pub use options::{BackgroundMode, Options, SyncMode, WriteOptions};
 pub use stampkv_sstable::TableOptions;
