@@ -36,6 +36,9 @@
 //! ```compile_fail
 //! use stampkv_engine::filename::FileKind;
 //! ```
+//! ```compile_fail
+//! use stampkv_engine::db::table_scan::scan_table;
+//! ```
 //!
 //! What is public, all of it re-exported at the crate root except the file systems:
 //!
@@ -45,6 +48,11 @@
 //!     BackgroundMode, Clock, Db, DbIter, Entry, Error, LatestView, ManualClock, Options,
 //!     RecoveryMode, RecoveryReport, Result, Snapshot, SpaceUsage, Stats, SyncMode, SystemClock,
 //!     TableOptions, WriteBatch, WriteOptions,
+//! };
+//! // Maintenance: online checkpoints, verification, repair, the shape of the tree.
+//! use stampkv_engine::{
+//!     checkpoint, checkpoint_with_fs, repair, restore, verify, CheckpointInfo, Loss, Problem,
+//!     RepairReport, TableFileInfo, VerifyReport, BACKUP_FILE,
 //! };
 //! ```
 
@@ -72,7 +80,7 @@ pub use batch::WriteBatch;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use db::{
     checkpoint, checkpoint_with_fs, repair, restore, verify, CheckpointInfo, Db, DbIter, Entry, LatestView,
-    Loss, Problem, RecoveryReport, RepairReport, Snapshot, VerifyReport, BACKUP_FILE,
+    Loss, Problem, RecoveryReport, RepairReport, Snapshot, TableFileInfo, VerifyReport, BACKUP_FILE,
 };
 pub use error::{Error, Result};
 pub use options::{BackgroundMode, Options, SyncMode, WriteOptions};

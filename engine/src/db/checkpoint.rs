@@ -462,28 +462,29 @@ impl BackupFile {
     }
 
     fn decode(bytes: &[u8]) -> Result<BackupFile, String> {
-        let text = std::str::from_utf8(bytes).map_err(|_| "not text")?;
+        let text = std::str::from_utf8(bytes).map_err(|_| "is not text")?;
         if !text.ends_with('\n') {
-            return Err("cut short".into());
+            return Err("is cut short".into());
         }
-        let body_end = text.trim_end_matches('\n').rfind('\n').map(|i| i + 1).ok_or("too short")?;
+        let body_end = text.trim_end_matches('\n').rfind('\n').map(|i| i + 1).ok_or("is cut short")?;
         let (body, last) = text.split_at(body_end);
         let crc = last.strip_prefix("crc32 ").and_then(|c| u32::from_str_radix(c.trim_end(), 16).ok());
         if crc != Some(mask(crc32fast::hash(body.as_bytes()))) {
-            return Err("checksum mismatch (incomplete or damaged)".into());
+            return Err("fails its checksum (cut short or damaged)".into());
         }
         let mut lines = body.lines();
         if lines.next() != Some(BACKUP_MAGIC) {
-            return Err("not a stampkv backup of a known version".into());
+            return Err("is not of a known version".into());
         }
         let mut field = |prefix: &str| lines.next().and_then(|l| l.strip_prefix(prefix)).map(str::to_owned);
-        let sequence = field("sequence ").and_then(|s| s.parse().ok()).ok_or("bad sequence line")?;
-        let created_ms = field("created-unix-ms ").and_then(|s| s.parse().ok()).ok_or("bad time line")?;
+        let sequence = field("sequence ").and_then(|s| s.parse().ok()).ok_or("has a bad sequence line")?;
+        let created_ms =
+            field("created-unix-ms ").and_then(|s| s.parse().ok()).ok_or("has a bad time line")?;
         let mut files = Vec::new();
         for line in lines {
-            let mut parts = line.strip_prefix("file ").ok_or("bad file line")?.rsplitn(2, ' ');
-            let size = parts.next().and_then(|s| s.parse().ok()).ok_or("bad file size")?;
-            let name = parts.next().ok_or("bad file line")?;
+            let mut parts = line.strip_prefix("file ").ok_or("has a bad file line")?.rsplitn(2, ' ');
+            let size = parts.next().and_then(|s| s.parse().ok()).ok_or("has a bad file size")?;
+            let name = parts.next().ok_or("has a bad file line")?;
             if filename::parse(name).is_none() {
                 return Err(format!("names a file that is not a database file: {name:?}"));
             }
@@ -514,13 +515,15 @@ pub fn restore(
         )),
         _ => Error::io(format!("reading {shown}/{BACKUP_FILE}"), e),
     })?;
-    let listing = BackupFile::decode(&bytes)
-        .map_err(|why| Error::corruption(format!("{shown}/{BACKUP_FILE}"), None, why))?;
+    let incomplete =
+        |why: String| Error::InvalidArgument(format!("{shown} is not a complete stampkv backup: {why}"));
+    let listing =
+        BackupFile::decode(&bytes).map_err(|why| incomplete(format!("its {BACKUP_FILE} file {why}")))?;
     for (name, size) in &listing.files {
-        let len = fs.open(&backup.join(name)).and_then(|f| f.len());
-        if len.as_ref().ok() != Some(size) {
-            let what = format!("listed with {size} bytes, found {len:?}");
-            return Err(Error::corruption(format!("{shown}/{name}"), None, what));
+        match fs.open(&backup.join(name)).and_then(|f| f.len()) {
+            Ok(len) if len == *size => {}
+            Ok(len) => return Err(incomplete(format!("{name} is {len} bytes, {BACKUP_FILE} says {size}"))),
+            Err(e) => return Err(incomplete(format!("{name} cannot be read: {e}"))),
         }
     }
     prepare_empty_dir(fs, dest)?;

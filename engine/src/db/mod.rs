@@ -15,6 +15,7 @@ mod log_scan;
 mod open;
 mod read;
 mod repair;
+mod table_files;
 mod table_scan;
 mod verify;
 mod write;
@@ -22,6 +23,7 @@ mod write;
 pub use checkpoint::{checkpoint, checkpoint_with_fs, restore, CheckpointInfo, BACKUP_FILE};
 pub use read::{DbIter, Entry, LatestView, Snapshot};
 pub use repair::{repair, Loss, RepairReport};
+pub use table_files::TableFileInfo;
 pub use verify::{verify, Problem, VerifyReport};
 
 use crate::clock::Clock;
