@@ -5,7 +5,7 @@
 use crate::error::CliError;
 use crate::progress::Progress;
 use stampkv::engine::Error;
-use stampkv::{Kv, KvError, KvOptions};
+use stampkv::{KeyPart, Kv, KvError, KvOptions};
 use std::path::Path;
 
 /// The message for an engine error met while working on the database in `path`.
@@ -81,5 +81,46 @@ impl ByteProgress {
         if let Some(bar) = self.bar {
             bar.finish();
         }
+    }
+}
+
+/// An engine key as Deno writes it (`["users", 42n, true]`), or, for bytes that are not a
+/// key's encoding (stampkv's own records), the bytes escaped.
+pub fn show_key(bytes: &[u8]) -> String {
+    let Ok(key) = stampkv::Key::decode(bytes) else {
+        return format!("(internal) {}", escape(bytes));
+    };
+    let parts: Vec<String> = key
+        .parts()
+        .iter()
+        .map(|part| match part {
+            KeyPart::String(s) => format!("{s:?}"),
+            KeyPart::Number(n) => format!("{n}"),
+            KeyPart::BigInt(b) => format!("{b}n"),
+            KeyPart::Bool(b) => b.to_string(),
+            KeyPart::Bytes(b) => {
+                let list: Vec<String> = b.iter().map(u8::to_string).collect();
+                format!("new Uint8Array([{}])", list.join(", "))
+            }
+        })
+        .collect();
+    format!("[{}]", parts.join(", "))
+}
+
+fn escape(bytes: &[u8]) -> String {
+    bytes.iter().flat_map(|b| std::ascii::escape_default(*b)).map(char::from).collect()
+}
+
+/// "1 problem", "2 problems".
+pub fn count(n: usize, what: &str) -> String {
+    count_as(n, what, &format!("{what}s"))
+}
+
+/// "1 entry", "2 entries".
+pub fn count_as(n: usize, one: &str, many: &str) -> String {
+    if n == 1 {
+        format!("1 {one}")
+    } else {
+        format!("{n} {many}")
     }
 }

@@ -43,9 +43,10 @@ fn fails_with(result: (i32, String, String), needle: &str) {
 /// The engine sizes of a test: tiny memtables and files, so flushes and compactions run
 /// all the time while the backup reads the directory.
 fn kv_options() -> KvOptions {
-    let mut options = KvOptions::default();
-    options.engine = Options { sync_mode: SyncMode::Always, ..Options::tiny_for_tests() };
-    options
+    KvOptions {
+        engine: Options { sync_mode: SyncMode::Always, ..Options::tiny_for_tests() },
+        ..KvOptions::default()
+    }
 }
 
 /// The commits a database holds: `["n", i]` for i in 0..n, each with value i. Checks that

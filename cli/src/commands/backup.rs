@@ -8,7 +8,7 @@
 //! the sequence number it prints. `restore` copies a complete backup into a new directory
 //! and verifies it.
 
-use crate::engine_error::{engine_error, ByteProgress};
+use crate::engine_error::{count, engine_error, ByteProgress};
 use crate::error::CliError;
 use indicatif::HumanBytes;
 use stampkv::engine::{checkpoint, fs::StdFs, restore as restore_checkpoint, CheckpointInfo};
@@ -75,6 +75,8 @@ pub fn restore(args: RestoreArgs) -> Result<(), CliError> {
 }
 
 fn describe(info: &CheckpointInfo) -> String {
-    let linked = if info.linked > 0 { format!(", {} files hard-linked", info.linked) } else { String::new() };
-    format!("{} tables, {} log segments, {}{linked}", info.tables, info.log_segments, HumanBytes(info.bytes))
+    let linked =
+        if info.linked > 0 { format!(", {} hard-linked", count(info.linked, "file")) } else { String::new() };
+    let (tables, logs) = (count(info.tables, "table"), count(info.log_segments, "log segment"));
+    format!("{tables}, {logs}, {}{linked}", HumanBytes(info.bytes))
 }

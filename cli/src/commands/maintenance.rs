@@ -8,10 +8,12 @@
 //! the files it replaced in a `repair-NNNNNN` subdirectory. `stats` and `compact` open the
 //! database (so it must not be open elsewhere either).
 
-use crate::engine_error::{engine_error, kv_error, open_existing, ByteProgress};
+use crate::engine_error::{count, count_as, engine_error, kv_error, open_existing, show_key, ByteProgress};
 use crate::error::CliError;
 use indicatif::HumanBytes;
-use stampkv::engine::{fs::StdFs, repair as repair_database, verify as verify_database, Options, Problem};
+use stampkv::engine::{
+    fs::StdFs, repair as repair_database, verify as verify_database, Loss, Options, Problem,
+};
 use stampkv::Kv;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -50,23 +52,22 @@ pub fn verify(args: VerifyArgs) -> Result<(), CliError> {
         println!("note: {note}");
     }
     let summary = format!(
-        "checked {} tables ({} entries), {} log segments ({} commits), {}",
-        report.tables,
-        report.table_entries,
-        report.log_segments,
-        report.log_records,
+        "checked {} ({}), {} ({}), {}",
+        count(report.tables, "table"),
+        count_as(report.table_entries as usize, "entry", "entries"),
+        count(report.log_segments, "log segment"),
+        count(report.log_records as usize, "commit"),
         HumanBytes(report.bytes_checked)
     );
     if report.is_clean() {
         println!("{summary}: no problems");
         return Ok(());
     }
-    let count = report.problems.len();
-    println!("{summary}: {count} problem{}", if count == 1 { "" } else { "s" });
+    let problems = count(report.problems.len(), "problem");
+    println!("{summary}: {problems}");
     Err(CliError {
         message: format!(
-            "{count} problem{} found in {} (`stampkv repair --path {}` salvages what is readable)",
-            if count == 1 { "" } else { "s" },
+            "{problems} found in {} (`stampkv repair --path {}` salvages what is readable)",
             args.path.display(),
             args.path.display()
         ),
@@ -95,7 +96,7 @@ pub fn repair(args: RepairArgs) -> Result<(), CliError> {
         println!("no problems found in {}: nothing to repair", dir.display());
         return Ok(());
     }
-    println!("found {} problems:", report.problems.len());
+    println!("found {}:", count(report.problems.len(), "problem"));
     for problem in &report.problems {
         println!("  {}", located(dir, problem));
     }
@@ -104,18 +105,18 @@ pub fn repair(args: RepairArgs) -> Result<(), CliError> {
     } else {
         println!("lost:");
         for loss in &report.lost {
-            println!("  {}", dir.join(loss.to_string()).display());
+            println!("  {}", show_loss(dir, loss));
         }
     }
     for note in &report.notes {
         println!("note: {note}");
     }
     println!(
-        "repaired {}: {} entries in {} tables ({} commits read back from the log); it continues after commit {}",
+        "repaired {}: {} in {} ({} read back from the log); it continues after commit {}",
         dir.display(),
-        report.entries,
-        report.tables_written,
-        report.commits_replayed,
+        count_as(report.entries as usize, "entry", "entries"),
+        count(report.tables_written, "table"),
+        count(report.commits_replayed as usize, "commit"),
         report.last_sequence
     );
     if let Some(aside) = &report.moved_to {
@@ -127,6 +128,35 @@ pub fn repair(args: RepairArgs) -> Result<(), CliError> {
             "the repaired database still fails verification: {}",
             located(dir, problem)
         ))),
+    }
+}
+
+/// A loss as printed, keys in Deno's notation.
+fn show_loss(dir: &Path, loss: &Loss) -> String {
+    match loss {
+        Loss::TableEntries { file, offset, end, after, before } => {
+            let keys = match (after.as_deref().map(show_key), before.as_deref().map(show_key)) {
+                (Some(a), Some(b)) => format!("entries with keys from {a} to {b}"),
+                (Some(a), None) => format!("entries with keys from {a} on"),
+                (None, Some(b)) => format!("entries with keys up to {b}"),
+                (None, None) => "all of its entries".to_owned(),
+            };
+            format!("{} bytes {offset}..{end}: {keys}", dir.join(file).display())
+        }
+        Loss::Table { file, smallest, largest, why } => format!(
+            "{}: the whole table, keys {} to {} ({why})",
+            dir.join(file).display(),
+            show_key(smallest),
+            show_key(largest)
+        ),
+        Loss::Commits { file, offset, after, before } => {
+            let which = match before {
+                Some(before) if before - after == 2 => format!("commit {}", after + 1),
+                Some(before) => format!("commits {} to {}", after + 1, before - 1),
+                None => format!("any commits after {after} (the damage reaches the end of the log)"),
+            };
+            format!("{} at offset {offset}: {which}", dir.join(file).display())
+        }
     }
 }
 

@@ -135,6 +135,9 @@ pub fn checkpoint_with_fs(
 enum Abort {
     /// The database changed under it: try again.
     Moved(String),
+    /// Damage, or a file read while it was being written: try again, and report this
+    /// error if it persists.
+    Damaged(Error),
     /// A real failure.
     Failed(Error),
 }
@@ -178,6 +181,8 @@ impl Run<'_> {
                     match abort {
                         Abort::Failed(e) => return Err(e),
                         Abort::Moved(reason) => last_reason = reason,
+                        Abort::Damaged(e) if attempt == MAX_ATTEMPTS => return Err(e),
+                        Abort::Damaged(e) => last_reason = e.to_string(),
                     }
                 }
             }
@@ -213,6 +218,8 @@ impl Run<'_> {
             Err(Error::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
                 return Err(Abort::Moved(format!("{manifest_name} was replaced")));
             }
+            // Damage, or the last edit read while it was being appended.
+            Err(e @ Error::Corruption { .. }) => return Err(Abort::Damaged(e)),
             Err(e) => return Err(e.into()),
         };
         let names =
@@ -347,7 +354,7 @@ impl Run<'_> {
                     }
                     Ok(None) => break,
                     // The newest segment may be being written: read it again.
-                    Err(e) if newest => return Err(Abort::Moved(format!("{name}: {e}"))),
+                    Err(e) if newest => return Err(Abort::Damaged(e.into())),
                     Err(e) => return Err(Error::from(e).into()),
                 }
             }

@@ -217,7 +217,7 @@ impl Scanner<'_> {
         if payload.len() != SEGMENT_HEADER_PAYLOAD || payload.get(..6) != Some(&SEGMENT_MAGIC[..]) {
             return Err("malformed segment header");
         }
-        let version = payload.get(6..8).map(|v| u16::from_le_bytes([v[0], v[1]]));
+        let version = payload.get(6..8).and_then(|v| v.try_into().ok()).map(u16::from_le_bytes);
         if version != Some(FORMAT_VERSION) || payload.get(8) != Some(&CHECKSUM_CRC32_MASKED) {
             return Err("segment header of an unknown format version or checksum kind");
         }
@@ -251,7 +251,12 @@ impl Scanner<'_> {
             }
             (false, _) => {
                 self.drop_record();
-                let reason = if pos + HEADER_SIZE > len { "truncated chunk header" } else { "damaged chunk" };
+                let reason = match next {
+                    _ if pos + HEADER_SIZE > len => "truncated chunk header",
+                    Some(_) => "damaged chunk",
+                    // Nothing valid follows: a write a crash cut short looks the same.
+                    None => "damaged chunk, or a last record whose write a crash cut short",
+                };
                 // Only the segment header lies before the first record.
                 let header_only = pos == 0 && end == HEADER_SIZE + SEGMENT_HEADER_PAYLOAD;
                 self.damage(pos, end, reason, !header_only);

@@ -51,8 +51,10 @@ use std::sync::Arc;
 /// Something [`repair`] could not salvage.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Loss {
-    /// Entries of a table stored in a damaged region: every key of the table strictly
-    /// between `after` and `before` (unbounded where `None`) is gone from that table.
+    /// Entries of a table stored in a damaged region. Keys of the table from `after` to
+    /// `before` (inclusive; unbounded where `None`) may have lost versions: those strictly
+    /// between lost every version the table held; `after` and `before` themselves were
+    /// read, but more versions of them may have been in the region.
     TableEntries {
         /// The table's file name.
         file: String,
@@ -95,12 +97,12 @@ impl fmt::Display for Loss {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Loss::TableEntries { file, offset, end, after, before } => {
-                write!(f, "{file} bytes {offset}..{end}: its entries with keys ")?;
-                match (after, before) {
-                    (Some(a), Some(b)) => write!(f, "after {} and before {}", escape(a), escape(b)),
-                    (Some(a), None) => write!(f, "after {}", escape(a)),
-                    (None, Some(b)) => write!(f, "before {}", escape(b)),
-                    (None, None) => write!(f, "of any value"),
+                write!(f, "{file} bytes {offset}..{end}: ")?;
+                match (after.as_deref().map(escape), before.as_deref().map(escape)) {
+                    (Some(a), Some(b)) => write!(f, "entries with keys from {a} to {b}"),
+                    (Some(a), None) => write!(f, "entries with keys from {a} on"),
+                    (None, Some(b)) => write!(f, "entries with keys up to {b}"),
+                    (None, None) => write!(f, "all of its entries"),
                 }
             }
             Loss::Table { file, smallest, largest, why } => {
@@ -161,6 +163,9 @@ pub struct RepairReport {
     /// The problems verification finds after the repair (none, unless it failed).
     pub problems_after: Vec<Problem>,
 }
+
+/// Entries read from the log: (user key, newest version first) to value.
+type LogEntries = BTreeMap<(Vec<u8>, Reverse<u64>), Vec<u8>>;
 
 /// Repairs the closed database in `dir` on `fs`; new tables use `options`' table format
 /// and file size. `progress` is called with (bytes done, bytes in all).
@@ -347,7 +352,7 @@ impl Salvage<'_> {
 
     /// The entries of every commit after `floor` that the log segments hold, newest version
     /// first per key; and the newest sequence number read.
-    fn read_logs(&mut self, logs: &[u64], floor: u64) -> (BTreeMap<(Vec<u8>, Reverse<u64>), Vec<u8>>, u64) {
+    fn read_logs(&mut self, logs: &[u64], floor: u64) -> (LogEntries, u64) {
         let mut entries = BTreeMap::new();
         let mut last = floor;
         // Damage seen since the last commit read: (file, offset) of its start.
@@ -406,7 +411,7 @@ impl Salvage<'_> {
     fn merge_and_write(
         &mut self,
         tables: &[ReadableTable],
-        log: BTreeMap<(Vec<u8>, Reverse<u64>), Vec<u8>>,
+        log: LogEntries,
         options: &Options,
         next_number: &mut u64,
     ) -> Result<Vec<Arc<crate::version::TableFile>>> {

@@ -319,8 +319,11 @@ fn decode_data_block(block: &[u8]) -> Result<Vec<TableEntry>, String> {
     Ok(out)
 }
 
+/// An entry of a block: (full stored key, value).
+type BlockEntry<'a> = (Vec<u8>, &'a [u8]);
+
 /// Decodes a block's entries as (full key, value), checking its structure.
-fn parse_block(block: &[u8]) -> Result<Vec<(Vec<u8>, &[u8])>, &'static str> {
+fn parse_block(block: &[u8]) -> Result<Vec<BlockEntry<'_>>, &'static str> {
     let count_at = block.len().checked_sub(4).ok_or("block shorter than its restart count")?;
     let restarts = get_u32_le(block, count_at).ok_or("block too short")? as usize;
     let array_len = restarts.checked_mul(4).filter(|&n| restarts >= 1 && n <= count_at);
