@@ -232,8 +232,9 @@ fn restore_refuses_incomplete_or_damaged_checkpoints() {
     assert!(matches!(&nothing, Error::InvalidArgument(m) if m.contains("does not exist")), "{nothing}");
 }
 
-/// Changes the database the first time the checkpoint reports progress (after its first
-/// table): the attempt in flight must notice and start over.
+/// Changes the database the first time the checkpoint reports progress (once it has read
+/// the manifest, before it lists the directory and pins the files it needs): the attempt in
+/// flight must notice and start over.
 fn disrupted_checkpoint(change: impl Fn(&Db, &mut u64)) {
     let fs = MemFs::new();
     let options = Options { background: BackgroundMode::Inline, ..options(SyncMode::Buffered) };
@@ -271,6 +272,8 @@ fn a_checkpoint_starts_over_when_a_compaction_removes_a_table_under_it() {
     });
 }
 
+/// The segment the manifest's log number names is gone before the directory is listed:
+/// only the gap in the commits shows it.
 #[test]
 fn a_checkpoint_starts_over_when_a_flush_removes_a_log_segment_under_it() {
     disrupted_checkpoint(|db, n| {
@@ -278,4 +281,58 @@ fn a_checkpoint_starts_over_when_a_flush_removes_a_log_segment_under_it() {
         *n += 1;
         db.flush().unwrap();
     });
+}
+
+#[test]
+fn a_database_whose_log_was_not_created_yet_is_copied_from_its_tables() {
+    // An open writes the manifest, then creates the log segment it names: a crash (or a
+    // checkpoint) in between finds no log at all, and every commit in tables.
+    let fs = MemFs::new();
+    closed_database(&fs);
+    let db = Db::open_with_fs(Arc::new(fs.clone()), "/db", options(SyncMode::Buffered)).unwrap();
+    db.close().unwrap();
+    for name in fs.list(Path::new("/db")).unwrap() {
+        if name.ends_with(".log") {
+            fs.remove(&Path::new("/db").join(name)).unwrap();
+        }
+    }
+    let info = checkpoint_with_fs(&fs, "/db", "/copy", false, &mut |_, _| {}).unwrap();
+    assert_eq!((info.sequence, info.log_segments, info.attempts), (300, 0, 1));
+    assert_eq!(commits_in(Arc::new(fs.clone()), Path::new("/copy")), 300);
+}
+
+/// A commit record as the engine writes it (`engine/FORMAT.md`): one put.
+fn record(seq: u64, key: &[u8], value: &[u8]) -> Vec<u8> {
+    let mut out = seq.to_le_bytes().to_vec();
+    out.extend(1u32.to_le_bytes());
+    out.push(1);
+    out.push(key.len() as u8);
+    out.extend(key);
+    out.push(value.len() as u8);
+    out.extend(value);
+    out
+}
+
+#[test]
+fn a_hole_in_the_log_is_never_copied_as_a_prefix() {
+    // Segments whose commits do not follow one another (here one was deleted; under load,
+    // one a directory listing missed): the copy would not be a prefix, so it is refused.
+    let fs = MemFs::new();
+    closed_database(&fs);
+    let highest = fs
+        .list(Path::new("/db"))
+        .unwrap()
+        .iter()
+        .filter_map(|n| n.split('.').next().and_then(|s| s.parse::<u64>().ok()))
+        .max()
+        .unwrap();
+    let newest = highest + 2;
+    let file = fs.create(&Path::new("/db").join(format!("{newest:06}.log"))).unwrap();
+    let handle = stampkv_wal::MemLogFile::new();
+    let mut writer = stampkv_wal::LogWriter::create(&handle, newest, Default::default()).unwrap();
+    writer.add_record(&record(302, b"commit/0000301", b"after a hole")).unwrap();
+    file.write_all_at(&handle.contents(), 0).unwrap();
+    let error = checkpoint_with_fs(&fs, "/db", "/copy", false, &mut |_, _| {}).unwrap_err();
+    assert!(error.to_string().contains("holds commit 302 after commit 300"), "{error}");
+    assert!(fs.list(Path::new("/copy")).unwrap().is_empty(), "the failed attempts left files");
 }

@@ -24,6 +24,8 @@ const LEVELS: usize = 7;
 
 /// Arguments of `stampkv verify`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Each problem is printed as `FILE at offset N: what`. Exit status: 0 no problem, \
+3 problems found, 1 the database could not be checked (not a database, open in another process, ...).")]
 pub struct VerifyArgs {
     /// The database directory (it must not be open in another process).
     #[arg(long)]
@@ -77,6 +79,10 @@ pub fn verify(args: VerifyArgs) -> Result<(), CliError> {
 
 /// Arguments of `stampkv repair`.
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Nothing is changed unless `verify` finds a problem. The files the repair replaces are \
+moved into a `repair-NNNNNN` subdirectory of the database, not deleted; it prints what could not be salvaged."
+)]
 pub struct RepairArgs {
     /// The database directory (it must not be open in another process).
     #[arg(long)]

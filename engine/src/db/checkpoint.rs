@@ -14,16 +14,19 @@
 //! - a commit is acknowledged only after its record was handed to the operating system.
 //!
 //! So one attempt: read the state `S` the manifest names (as opening would: a torn last
-//! edit is ignored); place every table of `S` in the destination, hard-linked where
-//! possible, else copied; then read the log segments from `S`'s log number on, stopping at
-//! the first incomplete record of the newest one (a commit being written right now). The
+//! edit is ignored); then, in a short window, pin every file the copy needs — hard-link
+//! each table of `S` into the destination, or open it, and open every log segment from
+//! `S`'s log number on — so that no compaction or flush finishing later can take one away
+//! (an open file stays readable after it is deleted); then copy at leisure: the tables not
+//! linked, and the log segments, stopping at the first incomplete record of the newest one
+//! (a commit being written right now). The
 //! copy holds every commit up to the last complete record: a prefix of the commits, and
 //! every commit acknowledged before the checkpoint started. If the database moved on
-//! meanwhile so that this is not provably consistent — a table was deleted before it
-//! could be linked, a segment disappeared, the commits read do not run from
-//! `S.last_sequence + 1` without a gap — the attempt is discarded and the next one starts
-//! from a fresh `S` (a few attempts at most: it takes a compaction finishing in the short
-//! window between reading the manifest and linking the tables).
+//! meanwhile so that this is not provably consistent — a table or a segment was deleted
+//! before it could be pinned, or the commits read do not run from `S.last_sequence + 1`
+//! without a gap (a segment deleted before the directory was listed) — the attempt is
+//! discarded and the next one starts from a fresh `S`: that takes a compaction or flush
+//! finishing in the short window between reading the manifest and pinning the files.
 //!
 //! The destination is a database directory of its own, which opens as it is: the tables,
 //! the log segments (sealed; the newest cut at the last complete record), a new manifest
@@ -35,7 +38,8 @@ use super::dir_files::{self, Inventory};
 use super::verify::{log_name, table_name, verify};
 use super::Db;
 use crate::filename::{self, FileKind};
-use crate::fs::{Fs, LogFileHandle, StdFs};
+use crate::fs::{Fs, FsFile, LogFileHandle, StdFs};
+use crate::invariants::invariant;
 use crate::version::{self, VersionEdit};
 use crate::{batch, Error, Result};
 use stampkv_coding::crc::mask;
@@ -45,6 +49,7 @@ use stampkv_wal::{
 };
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Name of the file that completes a checkpoint.
@@ -131,6 +136,22 @@ pub fn checkpoint_with_fs(
     run.run()
 }
 
+/// A table of the state, secured against deletion.
+enum Pinned {
+    /// Hard-linked into the copy.
+    Linked,
+    /// Open, to be copied.
+    Open(Arc<dyn FsFile>),
+}
+
+/// Reads all of an open file.
+fn read_whole(file: &dyn FsFile) -> io::Result<Vec<u8>> {
+    let len = usize::try_from(file.len()?).map_err(|_| io::Error::other("file too large"))?;
+    let mut data = vec![0; len];
+    file.read_exact_at(&mut data, 0)?;
+    Ok(data)
+}
+
 /// Why an attempt was given up.
 enum Abort {
     /// The database changed under it: try again.
@@ -191,7 +212,8 @@ impl Run<'_> {
         Err(Error::io(
             format!("copying {}", self.src.display()),
             io::Error::other(format!(
-                "the database kept changing during {MAX_ATTEMPTS} attempts; last: {last_reason}"
+                "no consistent copy in {MAX_ATTEMPTS} attempts (the database kept changing, or it is \
+                 damaged: verify tells); last: {last_reason}"
             )),
         ))
     }
@@ -222,6 +244,14 @@ impl Run<'_> {
             Err(e @ Error::Corruption { .. }) => return Err(Abort::Damaged(e)),
             Err(e) => return Err(e.into()),
         };
+        let tables: Vec<(usize, version::FileDesc)> = state
+            .levels
+            .iter()
+            .enumerate()
+            .flat_map(|(level, files)| files.values().map(move |d| (level, d.clone())))
+            .collect();
+        self.total = self.done + tables.iter().map(|(_, d)| d.size).sum::<u64>();
+        (self.progress)(self.done, self.total);
         let names =
             self.fs.list(self.src).map_err(|e| Error::io(format!("listing {}", self.src.display()), e))?;
         let mut logs: Vec<u64> = names
@@ -232,22 +262,40 @@ impl Run<'_> {
             })
             .collect();
         logs.sort_unstable();
-        let tables: Vec<(usize, version::FileDesc)> = state
-            .levels
-            .iter()
-            .enumerate()
-            .flat_map(|(level, files)| files.values().map(move |d| (level, d.clone())))
-            .collect();
+        // Pin every file the copy needs first, in a short window, so that a compaction or
+        // flush finishing later cannot take any away: a hard link, or an open handle that
+        // keeps a file readable after it is deleted. Copying then takes as long as it takes.
+        let mut pinned_tables = Vec::with_capacity(tables.len());
+        for (_, desc) in &tables {
+            pinned_tables.push((desc, self.pin_table(desc)?));
+        }
+        let mut pinned_logs = Vec::with_capacity(logs.len());
+        for &number in &logs {
+            let name = log_name(number);
+            match self.fs.open(&self.src.join(&name)) {
+                Ok(file) => pinned_logs.push((number, file)),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    return Err(Abort::Moved(format!("{name} was removed by a flush")));
+                }
+                Err(e) => return Err(Error::io(format!("opening {name}"), e).into()),
+            }
+        }
+        if !logs.contains(&state.log_number) {
+            self.check_log_is_empty(&state)?;
+        }
         self.total = self.done
             + tables.iter().map(|(_, d)| d.size).sum::<u64>()
-            + logs
-                .iter()
-                .map(|&n| dir_files::file_len(self.fs, &filename::wal_path(self.src, n)))
-                .sum::<u64>();
-        for (_, desc) in &tables {
-            self.place_table(desc)?;
+            + pinned_logs.iter().map(|(_, f)| f.len().unwrap_or(0)).sum::<u64>();
+        for (desc, pinned) in pinned_tables {
+            self.place_table(desc, pinned)?;
         }
-        let sequence = self.copy_logs(&logs, state.last_seq)?;
+        let sequence = self.copy_logs(&pinned_logs, state.last_seq)?;
+        // The copy holds the state's commits and the log's after them, never fewer.
+        invariant!(
+            sequence >= state.last_seq,
+            "checkpoint at {sequence} before the manifest's {}",
+            state.last_seq
+        );
         // The copy's own manifest: the state S, with numbers above every file of the source.
         let highest = names.iter().filter_map(|n| file_number(filename::parse(n)?)).max().unwrap_or(0);
         let number = state.next_file_number.max(highest + 1);
@@ -276,27 +324,54 @@ impl Run<'_> {
         Ok(())
     }
 
-    /// Links or copies one table of the state.
-    fn place_table(&mut self, desc: &version::FileDesc) -> Result<(), Abort> {
+    /// The segment the state's log number names was not in the directory. A flush that
+    /// finished meanwhile removes it only after a durable edit moving the log number past
+    /// it: if the manifest still names the same log number, no segment was removed, and the
+    /// log simply does not exist yet (an open that wrote the manifest and has not created
+    /// the segment, or crashed in between): every commit is in the state's tables.
+    fn check_log_is_empty(&mut self, state: &version::set::ManifestState) -> Result<(), Abort> {
+        let again = dir_files::current_manifest(self.fs, self.src).ok().and_then(|number| {
+            version::recover_manifest(self.fs, self.src, &filename::manifest_name(number)).ok()
+        });
+        match again {
+            Some(now) if now.log_number == state.log_number => Ok(()),
+            _ => Err(Abort::Moved(format!("{} was removed by a flush", log_name(state.log_number)))),
+        }
+    }
+
+    /// Hard-links a table of the state into the copy, or opens it to be copied.
+    fn pin_table(&mut self, desc: &version::FileDesc) -> Result<Pinned, Abort> {
         let name = table_name(desc.number);
         let from = self.src.join(&name);
         let to = self.dest.join(&name);
-        let linked = self.hard_links && std::fs::hard_link(&from, &to).is_ok();
-        if linked {
-            self.created.push(to.clone());
-            self.info.linked += 1;
-        } else {
-            match self.copy_file(&from, &to) {
-                Ok(()) => self.info.copied += 1,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                    return Err(Abort::Moved(format!("{name} was removed by a compaction")));
-                }
-                Err(e) => return Err(Error::io(format!("copying {name}"), e).into()),
+        if self.hard_links && std::fs::hard_link(&from, &to).is_ok() {
+            self.created.push(to);
+            return Ok(Pinned::Linked);
+        }
+        match self.fs.open(&from) {
+            Ok(file) => Ok(Pinned::Open(file)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                Err(Abort::Moved(format!("{name} was removed by a compaction")))
+            }
+            Err(e) => Err(Error::io(format!("opening {name}"), e).into()),
+        }
+    }
+
+    /// Finishes placing a pinned table: copies it if it is not linked, checks its size.
+    fn place_table(&mut self, desc: &version::FileDesc, pinned: Pinned) -> Result<(), Abort> {
+        let name = table_name(desc.number);
+        let to = self.dest.join(&name);
+        match pinned {
+            Pinned::Linked => self.info.linked += 1,
+            Pinned::Open(file) => {
+                self.copy_from(&*file, &to).map_err(|e| Error::io(format!("copying {name}"), e))?;
+                self.info.copied += 1;
             }
         }
         if dir_files::file_len(self.fs, &to) != desc.size {
             let what = format!("{name} is not {} bytes long as the manifest says", desc.size);
-            return Err(Error::corruption(from.display().to_string(), None, what).into());
+            let from = self.src.join(&name).display().to_string();
+            return Err(Error::corruption(from, None, what).into());
         }
         self.info.tables += 1;
         self.advance(desc.size);
@@ -306,6 +381,11 @@ impl Run<'_> {
     /// Copies a file through the file system, syncing it.
     fn copy_file(&mut self, from: &Path, to: &Path) -> io::Result<()> {
         let source = self.fs.open(from)?;
+        self.copy_from(&*source, to)
+    }
+
+    /// Copies an open file to `to`, syncing it.
+    fn copy_from(&mut self, source: &dyn FsFile, to: &Path) -> io::Result<()> {
         let len = source.len()?;
         let target = self.fs.create(to)?;
         self.created.push(to.to_path_buf());
@@ -324,19 +404,21 @@ impl Run<'_> {
     /// Copies the log segments `numbers` (ascending, from the state's log number on): every
     /// one but the newest must be sealed; the newest is cut after its last complete record.
     /// The commits must run from `last_seq + 1` without a gap. Returns the last one.
-    fn copy_logs(&mut self, numbers: &[u64], last_seq: u64) -> Result<u64, Abort> {
+    fn copy_logs(&mut self, segments: &[(u64, Arc<dyn FsFile>)], last_seq: u64) -> Result<u64, Abort> {
         let mut sequence = last_seq;
-        for (index, &number) in numbers.iter().enumerate() {
+        for (index, (number, file)) in segments.iter().enumerate() {
+            let number = *number;
             let name = log_name(number);
             let from = self.src.join(&name);
-            let data = match self.fs.read_all(&from) {
+            let data = match read_whole(&**file) {
                 Ok(data) => data,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                    return Err(Abort::Moved(format!("{name} was removed by a flush")));
+                // Sealing trims the preallocated end of the newest segment meanwhile.
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                    return Err(Abort::Moved(format!("{name} was sealed while being read")));
                 }
                 Err(e) => return Err(Error::io(format!("reading {name}"), e).into()),
             };
-            let newest = index + 1 == numbers.len();
+            let newest = index + 1 == segments.len();
             let info = SegmentInfo { number, name: name.clone(), is_last: newest };
             let mut reader = SegmentReader::new(&data, info, RecoveryMode::TolerateCorruptedTail);
             loop {

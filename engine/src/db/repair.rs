@@ -36,6 +36,7 @@ use super::table_scan::{check_read_block, scan_table, Span, TableEntry};
 use super::verify::{log_name, table_name, verify_locked, Problem};
 use crate::filename;
 use crate::fs::{Fs, LogFileHandle};
+use crate::invariants::invariant;
 use crate::key::{self, EntryKind};
 use crate::options::Options;
 use crate::version::{FileDesc, VersionEdit, NUM_LEVELS};
@@ -444,6 +445,14 @@ impl Salvage<'_> {
             if last_key.as_deref() == Some(&entry.key[..]) {
                 continue; // an older version (or the same one from another file)
             }
+            // The merge yields user keys in ascending order: the new tables are sorted and,
+            // one version per key, disjoint.
+            invariant!(
+                last_key.as_deref().is_none_or(|last| last < &entry.key[..]),
+                "repair merge: key {:?} after {:?}",
+                entry.key,
+                last_key
+            );
             last_key = Some(entry.key.clone());
             if key::trailer_kind(entry.trailer) == EntryKind::Delete as u8 {
                 continue; // nothing older survives in the repaired database
