@@ -208,3 +208,25 @@ fn a_backup_works_on_a_database_another_process_holds_locked() {
     assert_eq!(stampkv(&["restore", "--path", s(&restored), s(&dest)]).0, 0);
     assert_eq!(prefix_in(&restored), 50);
 }
+
+#[test]
+fn an_application_checkpoints_its_own_open_database_and_the_cli_restores_it() {
+    let root = tempfile::tempdir().unwrap();
+    let db_dir = root.path().join("db");
+    let kv = Kv::open(&db_dir, kv_options()).unwrap();
+    for i in 0..200u64 {
+        kv.set(&key!["n", i as f64], &Value::from(i as f64)).unwrap();
+    }
+    let dest = root.path().join("backup");
+    let info = kv.engine().checkpoint(&dest).unwrap();
+    assert_eq!(info.sequence, 200);
+    assert!(info.linked > 0, "tables are hard-linked: {info:?}");
+    // The database goes on after the checkpoint; the checkpoint does not.
+    kv.set(&key!["n", 200.0], &Value::from(200.0)).unwrap();
+    kv.close().unwrap();
+    let restored = root.path().join("restored");
+    let (code, stdout, _) = stampkv(&["restore", "--path", s(&restored), s(&dest)]);
+    assert_eq!(code, 0, "{stdout}");
+    assert_eq!(prefix_in(&restored), 200);
+    assert_eq!(prefix_in(&db_dir), 201);
+}
