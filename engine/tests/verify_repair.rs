@@ -51,6 +51,23 @@ type History = BTreeMap<Vec<u8>, Vec<(u64, Option<Vec<u8>>)>>;
 /// Writes a workload of puts, overwrites and deletes (with a compaction halfway, so that
 /// several levels hold tables) and closes the database; returns every key's history.
 fn build(fs: &MemFs, seed: u64, commits: u64) -> History {
+    let (history, db) = workload(fs, seed, commits);
+    db.close().unwrap();
+    history
+}
+
+/// [`build`], but the files are left as a process crash would leave them: the log unsealed,
+/// its preallocated end still zero. Returns that image.
+fn build_crashed(seed: u64, commits: u64) -> (MemFs, History) {
+    let live = MemFs::new();
+    let (history, db) = workload(&live, seed, commits);
+    let image = live.crash_clone(CrashPolicy::KeepAll);
+    drop(db);
+    (image, history)
+}
+
+/// Runs the workload on an open database; returns every key's history and the database.
+fn workload(fs: &MemFs, seed: u64, commits: u64) -> (History, Db) {
     let fs: Arc<dyn Fs> = Arc::new(fs.clone());
     let db = Db::open_with_fs(fs, DIR, options()).unwrap();
     let mut rng = Rng::new(seed);
@@ -79,8 +96,7 @@ fn build(fs: &MemFs, seed: u64, commits: u64) -> History {
             db.compact().unwrap();
         }
     }
-    db.close().unwrap();
-    history
+    (history, db)
 }
 
 /// The newest value of every live key.
@@ -154,47 +170,80 @@ enum Place {
     Current,
     Manifest,
     Log,
+    /// The preallocated, never written end of a crashed database's log.
+    LogUnwritten,
     TableData,
     TableTail,
 }
 
+/// A database image to damage: its files and the history it holds.
+struct Image {
+    fs: MemFs,
+    history: History,
+    files: Vec<String>,
+    /// The log segment, and where its written data ends (the rest is preallocated zeros).
+    log: (String, u64),
+}
+
+impl Image {
+    fn new(fs: MemFs, history: History) -> Image {
+        assert!(verify_fs(&fs).is_clean(), "{:?}", verify_fs(&fs));
+        let files: Vec<String> =
+            fs.list(Path::new(DIR)).unwrap().into_iter().filter(|n| n != "LOCK").collect();
+        assert!(files.iter().filter(|n| n.ends_with(".sst")).count() >= 4, "want several tables: {files:?}");
+        assert!(files.iter().any(|n| n.starts_with("MANIFEST-")));
+        let log = files.iter().find(|n| n.ends_with(".log")).unwrap().clone();
+        let data = fs.read_all(&Path::new(DIR).join(&log)).unwrap();
+        let number: u64 = log.trim_end_matches(".log").parse().unwrap();
+        let info = stampkv_wal::SegmentInfo { number, name: log.clone(), is_last: true };
+        let mut reader = stampkv_wal::SegmentReader::new(&data, info, Default::default());
+        while reader.next_record().unwrap().is_some() {}
+        let written = reader.summary().valid_end;
+        Image { fs, history, files, log: (log, written) }
+    }
+}
+
 #[test]
 fn every_flipped_byte_is_found_and_repair_keeps_everything_else() {
-    let trials = env_or("STAMPKV_FLIP_TRIALS", 400);
-    let original = MemFs::new();
-    let history = build(&original, 0xF11D, 900);
-    assert!(verify_fs(&original).is_clean(), "{:?}", verify_fs(&original));
-    let names = original.list(Path::new(DIR)).unwrap();
-    let files: Vec<String> = names.into_iter().filter(|n| n != "LOCK").collect();
-    let tables: Vec<&String> = files.iter().filter(|n| n.ends_with(".sst")).collect();
-    assert!(tables.len() >= 4, "want several tables: {files:?}");
-    assert!(files.iter().any(|n| n.ends_with(".log")) && files.iter().any(|n| n.starts_with("MANIFEST-")));
+    let trials = env_or("STAMPKV_FLIP_TRIALS", 500);
+    let closed = MemFs::new();
+    let history = build(&closed, 0xF11D, 900);
+    let (crashed, crashed_history) = build_crashed(0xF11E, 900);
+    let images = [Image::new(closed, history), Image::new(crashed, crashed_history)];
+    let crashed_log = images[1].fs.read_all(&Path::new(DIR).join(&images[1].log.0)).unwrap();
+    assert!(images[1].log.1 < crashed_log.len() as u64, "the crashed log has an unwritten end");
     let mut rng = Rng::new(env_or("STAMPKV_FLIP_SEED", 0xF11D_F11D));
     let mut coverage: BTreeMap<Place, usize> = BTreeMap::new();
     for trial in 0..trials {
-        let fs = original.crash_clone(CrashPolicy::KeepAll);
-        // Pick a kind of file, then a file, then a byte (tables: half the time among
-        // their last 700 bytes, where the filter, index, meta blocks and footer lie).
-        let kind = rng.below(4);
+        // A closed database three times out of four, else a crashed one.
+        let image = &images[usize::from(rng.chance(25))];
+        let fs = image.fs.crash_clone(CrashPolicy::KeepAll);
+        // Pick a kind of file (tables half the time), then a file, then a byte (tables: half
+        // the time among their last 700 bytes, where the filter, index, meta blocks and
+        // footer lie).
+        let tables: Vec<&String> = image.files.iter().filter(|n| n.ends_with(".sst")).collect();
+        let kind = rng.below(6).min(3);
         let file = match kind {
             0 => "CURRENT".to_owned(),
-            1 => files.iter().find(|n| n.starts_with("MANIFEST-")).unwrap().clone(),
-            2 => files.iter().find(|n| n.ends_with(".log")).unwrap().clone(),
+            1 => image.files.iter().find(|n| n.starts_with("MANIFEST-")).unwrap().clone(),
+            2 => image.log.0.clone(),
             _ => (*rng.pick(&tables)).clone(),
         };
         let path = Path::new(DIR).join(&file);
         let mut data = fs.read_all(&path).unwrap();
-        if data.is_empty() {
-            continue;
-        }
         let len = data.len() as u64;
-        let pos =
-            if kind == 3 && rng.chance(50) { len - 1 - rng.below(len.min(700)) } else { rng.below(len) };
+        let pos = match kind {
+            3 if rng.chance(50) => len - 1 - rng.below(len.min(700)),
+            // The unwritten end of a crashed log, half the time.
+            2 if len > image.log.1 && rng.chance(50) => image.log.1 + rng.below(len - image.log.1),
+            _ => rng.below(len),
+        };
         let flip = 1 + rng.below(255) as u8;
         data[pos as usize] ^= flip;
         let place = match kind {
             0 => Place::Current,
             1 => Place::Manifest,
+            2 if pos >= image.log.1 => Place::LogUnwritten,
             2 => Place::Log,
             _ if pos + 700 >= len => Place::TableTail,
             _ => Place::TableData,
@@ -202,24 +251,24 @@ fn every_flipped_byte_is_found_and_repair_keeps_everything_else() {
         *coverage.entry(place).or_default() += 1;
         fs.remove(&path).unwrap();
         fs.create(&path).unwrap().write_all_at(&data, 0).unwrap();
-        let what = format!("trial {trial}: {file} byte {pos} ^ {flip:#04x}");
+        let what = format!("trial {trial}: {file} byte {pos} ^ {flip:#04x} ({place:?})");
 
         let report = verify_fs(&fs);
         assert!(!report.is_clean(), "{what}: not found");
-        assert!(
-            report.problems.iter().any(|p| p.file == file),
-            "{what}: reported elsewhere: {:?}",
-            report.problems
-        );
+        let here = report.problems.iter().find(|p| p.file == file);
+        assert!(here.is_some(), "{what}: reported elsewhere: {:?}", report.problems);
+        if place == Place::LogUnwritten {
+            assert_eq!(here.and_then(|p| p.offset), Some(pos), "{what}: {:?}", report.problems);
+        }
 
         let repaired = repair_fs(&fs);
         assert!(repaired.repaired, "{what}");
         assert!(repaired.problems_after.is_empty(), "{what}: after repair: {:?}", repaired.problems_after);
         assert!(verify_fs(&fs).is_clean(), "{what}: verify after repair");
-        let differing = check_repaired(&fs, &history, &repaired, &what);
+        let differing = check_repaired(&fs, &image.history, &repaired, &what);
         match place {
             // Nothing but table data blocks and log records holds entries.
-            Place::Current | Place::Manifest => {
+            Place::Current | Place::Manifest | Place::LogUnwritten => {
                 assert!(repaired.lost.is_empty(), "{what}: {:?}", repaired.lost);
                 assert_eq!(differing, 0, "{what}");
             }
@@ -232,12 +281,15 @@ fn every_flipped_byte_is_found_and_repair_keeps_everything_else() {
         assert!(verify_fs(&fs).is_clean(), "{what}: verify after reopening");
     }
     // Every kind of place was hit many times.
-    for place in [Place::Current, Place::Manifest, Place::Log, Place::TableData, Place::TableTail] {
+    for place in
+        [Place::Current, Place::Manifest, Place::Log, Place::LogUnwritten, Place::TableData, Place::TableTail]
+    {
         assert!(
-            coverage.get(&place).copied().unwrap_or(0) >= trials as usize / 20,
+            coverage.get(&place).copied().unwrap_or(0) >= trials as usize / 50,
             "{place:?}: {coverage:?}"
         );
     }
+    eprintln!("{trials} flips: {coverage:?}");
 }
 
 #[test]

@@ -233,8 +233,13 @@ impl Scanner<'_> {
         let len = self.data.len();
         let next = self.next_valid_chunk(pos + 1);
         let end = next.unwrap_or(len);
-        let zero_header =
-            self.data.get(pos..(pos + HEADER_SIZE).min(len)).is_some_and(|h| h.iter().all(|&b| b == 0));
+        let header = self.data.get(pos..(pos + HEADER_SIZE).min(len)).unwrap_or_default();
+        // Unwritten space: an all-zero header, or, with nothing valid after it, one whose
+        // checksum field is (all but at most one byte) zero — a written chunk keeps its
+        // four checksum bytes, of which a damaged byte changes one; a stray byte in
+        // preallocated zeros leaves the rest zero.
+        let checksum_zeros = header.iter().take(4).filter(|&&b| b == 0).count();
+        let zero_header = header.iter().all(|&b| b == 0) || (next.is_none() && checksum_zeros >= 3);
         match (zero_header, next) {
             (true, None) => {
                 // The end of the written data: the rest must be unwritten (zero) space.
@@ -364,6 +369,26 @@ mod tests {
                     assert!(clean.records.contains(record), "flip at {pos} invented a record");
                 }
             }
+        }
+    }
+
+    #[test]
+    fn a_flipped_byte_in_block_padding_is_found_and_loses_nothing() {
+        // The segment header takes 28 bytes; a record of 32724 bytes then ends 5 bytes
+        // before the end of block 0: those 5 bytes are padding, and the next record starts
+        // at 32768.
+        let records = vec![vec![7; 32_724], b"next".to_vec()];
+        let data = segment(&records, true, 0);
+        assert_eq!(&data[32_763..32_768], &[0; 5]);
+        assert!(scan_log(&data, 9).damage.is_empty());
+        for pos in 32_763..32_768 {
+            let mut bad = data.clone();
+            bad[pos] = 0x5A;
+            let scan = scan_log(&bad, 9);
+            let damage: Vec<_> =
+                scan.damage.iter().map(|d| (d.offset, d.reason.as_str(), d.loses_data)).collect();
+            assert_eq!(damage, vec![(pos as u64, "nonzero byte in block padding", false)]);
+            assert_eq!(scan.records.len(), 2);
         }
     }
 
