@@ -316,9 +316,11 @@ impl Run<'_> {
         writer.add_record(&edit.encode()).map_err(Error::from)?;
         writer.sync().map_err(Error::from)?;
         self.info.copied += 1;
+        self.info.bytes += writer.offset();
         self.created.push(filename::current_path(self.dest));
         write_current(self.fs, self.dest, &name, number + 1)?;
         self.info.copied += 1;
+        self.info.bytes += name.len() as u64 + 1;
         self.info.sequence = sequence;
         self.write_backup_file()?;
         Ok(())
@@ -443,9 +445,10 @@ impl Run<'_> {
             let summary = reader.summary();
             let to = self.dest.join(&name);
             let sealed_whole = summary.end == SegmentEnd::Sealed && summary.valid_end == data.len() as u64;
-            if sealed_whole && self.hard_links && std::fs::hard_link(&from, &to).is_ok() {
+            let placed = if sealed_whole && self.hard_links && std::fs::hard_link(&from, &to).is_ok() {
                 self.created.push(to);
                 self.info.linked += 1;
+                data.len()
             } else {
                 let valid = usize::try_from(summary.valid_end).unwrap_or(usize::MAX);
                 let mut bytes = data.get(..valid).unwrap_or(&data).to_vec();
@@ -455,9 +458,12 @@ impl Run<'_> {
                     bytes = file.contents();
                 }
                 self.write_file(&to, &bytes)?;
-            }
+                bytes.len()
+            };
             self.info.log_segments += 1;
             self.advance(data.len() as u64);
+            // The copy holds the cut segment, not the whole file read.
+            self.info.bytes = self.info.bytes + placed as u64 - data.len() as u64;
         }
         Ok(sequence)
     }
