@@ -203,6 +203,8 @@ fn a_backup_works_on_a_database_another_process_holds_locked() {
     let (code, stdout, stderr) = stampkv(&["backup", "--path", s(&db_dir), s(&dest)]);
     assert_eq!(code, 0, "{stdout} {stderr}");
     assert!(stdout.contains("at commit 50:"), "{stdout}");
+    // Restoring over the open database is refused, and touches nothing.
+    fails_with(stampkv(&["restore", "--path", s(&db_dir), s(&dest)]), "exists and is not empty");
     kv.close().unwrap();
     let restored = root.path().join("restored");
     assert_eq!(stampkv(&["restore", "--path", s(&restored), s(&dest)]).0, 0);

@@ -305,19 +305,13 @@ impl Salvage<'_> {
         // (offset, end) of a damaged region, waiting for the first key read after it.
         let mut pending: Option<(u64, u64, Option<Vec<u8>>)> = None;
         let mut last_key: Option<Vec<u8>> = None;
-        let mut regions: Vec<(Span, Result<Vec<TableEntry>, String>)> = scan
-            .blocks
-            .iter()
-            .map(|(span, outcome)| {
-                let entries =
-                    outcome.clone().and_then(|()| super::table_scan::check_data_block(&data, *span));
-                (*span, entries)
-            })
-            .collect();
-        if let Some((start, end)) = scan.unlocated {
-            regions.push((Span { offset: start, size: end.saturating_sub(start) }, Err("unlocated".into())));
-        }
-        for (span, entries) in regions {
+        // Each located block (decoded one at a time), then the part of the data region
+        // whose blocks could not be located, if any.
+        let unlocated = scan.unlocated.map(|(start, end)| (Span { offset: start, size: end - start }, false));
+        let regions = scan.blocks.iter().map(|(span, outcome)| (*span, outcome.is_ok())).chain(unlocated);
+        for (span, good) in regions {
+            let entries =
+                if good { super::table_scan::check_data_block(&data, span) } else { Err(String::new()) };
             match entries {
                 Ok(entries) => {
                     if let Some((offset, end, after)) = pending.take() {
