@@ -73,6 +73,22 @@ pub(crate) fn lock(fs: &dyn Fs, dir: &Path) -> Result<Box<dyn FsLock>> {
     })
 }
 
+/// Takes the directory's lock for a job that only reads. A directory this process may not
+/// write (read-only media, another user's backup) cannot be opened for writing by anyone
+/// either, so there the job goes on without the lock.
+pub(crate) fn lock_for_reading(fs: &dyn Fs, dir: &Path) -> Result<Option<Box<dyn FsLock>>> {
+    match fs.lock(&filename::lock_path(dir)) {
+        Ok(lock) => Ok(Some(lock)),
+        Err(e) if matches!(e.kind(), io::ErrorKind::PermissionDenied | io::ErrorKind::ReadOnlyFilesystem) => {
+            Ok(None)
+        }
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+            Err(Error::Locked { path: dir.display().to_string() })
+        }
+        Err(e) => Err(Error::io(format!("locking {}", dir.display()), e)),
+    }
+}
+
 /// Size of a file, 0 if it cannot be read.
 pub(crate) fn file_len(fs: &dyn Fs, path: &Path) -> u64 {
     fs.open(path).and_then(|f| f.len()).unwrap_or(0)

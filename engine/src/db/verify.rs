@@ -95,7 +95,7 @@ pub fn verify(
 ) -> Result<VerifyReport> {
     let dir = dir.as_ref();
     let inventory = Inventory::read(fs, dir)?;
-    let _lock = dir_files::lock(fs, dir)?;
+    let _lock = dir_files::lock_for_reading(fs, dir)?;
     Ok(verify_locked(fs, dir, &inventory, progress))
 }
 
