@@ -10,6 +10,10 @@
 //!   and backward over memtables and levels merged.
 //! - Every file operation goes through [`fs::Fs`]: the real file system, or an in-memory
 //!   one that simulates crashes.
+//! - Maintenance works on a directory: [`checkpoint`] (and [`Db::checkpoint`]) copies a
+//!   database that may be open and written, even by another process, as of one commit;
+//!   [`restore`] copies a checkpoint back; [`verify`] checks every byte of a closed
+//!   database and reports each problem; [`repair`] salvages what is readable.
 //!
 //! See DESIGN.md at the repository root for the architecture, the durability contract and
 //! the on-disk formats.
