@@ -15,6 +15,9 @@ impl CliError {
     /// Exit status of a command that could not do its work (bad input, I/O failure, ...).
     pub const FAILED: u8 = 1;
 
+    /// Exit status of `verify` when it read everything and found problems.
+    pub const PROBLEMS_FOUND: u8 = 3;
+
     /// A failure with exit status [`CliError::FAILED`].
     pub fn failed(message: impl Into<String>) -> CliError {
         CliError { message: message.into(), exit_code: CliError::FAILED }

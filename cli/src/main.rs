@@ -3,6 +3,7 @@
 //! file), back it up while it is live, verify and repair it.
 
 mod commands;
+mod engine_error;
 mod error;
 mod key_syntax;
 mod progress;

@@ -10,6 +10,10 @@
 //!   and backward over memtables and levels merged.
 //! - Every file operation goes through [`fs::Fs`]: the real file system, or an in-memory
 //!   one that simulates crashes.
+//! - Maintenance works on a directory: [`checkpoint`] (and [`Db::checkpoint`]) copies a
+//!   database that may be open and written, even by another process, as of one commit;
+//!   [`restore`] copies a checkpoint back; [`verify`] checks every byte of a closed
+//!   database and reports each problem; [`repair`] salvages what is readable.
 //!
 //! See DESIGN.md at the repository root for the architecture, the durability contract and
 //! the on-disk formats.
@@ -36,6 +40,9 @@
 //! ```compile_fail
 //! use stampkv_engine::filename::FileKind;
 //! ```
+//! ```compile_fail
+//! use stampkv_engine::db::table_scan::scan_table;
+//! ```
 //!
 //! What is public, all of it re-exported at the crate root except the file systems:
 //!
@@ -45,6 +52,11 @@
 //!     BackgroundMode, Clock, Db, DbIter, Entry, Error, Ingest, IngestSummary, LatestView,
 //!     ManualClock, Options, RecoveryMode, RecoveryReport, Result, Snapshot, SpaceUsage, Stats,
 //!     SyncMode, SystemClock, TableOptions, WriteBatch, WriteOptions,
+//! };
+//! // Maintenance: online checkpoints, verification, repair, the shape of the tree.
+//! use stampkv_engine::{
+//!     checkpoint, checkpoint_with_fs, repair, restore, verify, CheckpointInfo, Loss, Problem,
+//!     RepairReport, TableFileInfo, VerifyReport, BACKUP_FILE,
 //! };
 //! ```
 
@@ -70,7 +82,11 @@ mod version;
 
 pub use batch::WriteBatch;
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use db::{Db, DbIter, Entry, Ingest, IngestSummary, LatestView, RecoveryReport, Snapshot};
+pub use db::{
+    checkpoint, checkpoint_with_fs, repair, restore, verify, CheckpointInfo, Db, DbIter, Entry, Ingest,
+    IngestSummary, LatestView, Loss, Problem, RecoveryReport, RepairReport, Snapshot, TableFileInfo,
+    VerifyReport, BACKUP_FILE,
+};
 pub use error::{Error, Result};
 pub use options::{BackgroundMode, Options, SyncMode, WriteOptions};
 pub use stampkv_sstable::TableOptions;

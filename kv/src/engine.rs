@@ -1,5 +1,8 @@
 //! The storage engine under a [`Kv`]: its options, sync modes, clocks, statistics and file
 //! systems, and [`KvEngine`], a read-only and maintenance view of a database's engine.
+//! The maintenance tools work on a database directory: online checkpoints ([`checkpoint`],
+//! [`restore`]), which read the files of a database open elsewhere, and [`verify`] and
+//! [`repair`], which need it closed.
 //!
 //! The engine itself ([`stampkv_engine::Db`]) is not handed out: its key space holds
 //! stampkv's own records under the reserved `0xFF` prefix (queue messages and their index),
@@ -15,8 +18,9 @@ use std::ops::RangeBounds;
 
 pub use stampkv_engine::fs;
 pub use stampkv_engine::{
-    BackgroundMode, Clock, DbIter, Entry, Error, ManualClock, Options, RecoveryMode, RecoveryReport,
-    Snapshot, SpaceUsage, Stats, SyncMode, SystemClock, TableOptions,
+    checkpoint, repair, restore, verify, BackgroundMode, CheckpointInfo, Clock, DbIter, Entry, Error, Loss,
+    ManualClock, Options, Problem, RecoveryMode, RecoveryReport, RepairReport, Snapshot, SpaceUsage, Stats,
+    SyncMode, SystemClock, TableFileInfo, TableOptions, VerifyReport, BACKUP_FILE,
 };
 
 /// Read-only and maintenance access to the engine under a [`Kv`]: statistics, flush,
@@ -39,6 +43,17 @@ impl<'a> KvEngine<'a> {
     /// Statistics: bytes written, flushes, compactions, stalls, files per level.
     pub fn stats(&self) -> Stats {
         self.db().stats()
+    }
+
+    /// The live table files, level by level.
+    pub fn table_files(&self) -> Vec<TableFileInfo> {
+        self.db().table_files()
+    }
+
+    /// Takes a consistent point-in-time copy of the database into the directory `dest`
+    /// (which must not exist, or be empty) while it stays open: see [`checkpoint`].
+    pub fn checkpoint(&self, dest: impl AsRef<std::path::Path>) -> Result<CheckpointInfo, KvError> {
+        Ok(self.db().checkpoint(dest)?)
     }
 
     /// Live and total bytes by a scan of every table.

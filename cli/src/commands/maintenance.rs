@@ -1,39 +1,266 @@
-//! `verify`, `repair`, `stats`, `compact`: the health of a database's files.
+//! `verify`, `repair`, `stats`, `compact`: the health and shape of a database's files.
+//!
+//! `verify` and `repair` work on a closed database (they take its lock): `verify` reads
+//! every file and checks every checksum, printing each problem as `FILE at offset N: what`
+//! on standard output; its exit status is 0 when nothing was found, 3
+//! ([`CliError::PROBLEMS_FOUND`]) when problems were, 1 when it could not check. `repair`
+//! salvages what is readable into a consistent database, prints what was lost, and keeps
+//! the files it replaced in a `repair-NNNNNN` subdirectory. `stats` and `compact` open the
+//! database (so it must not be open elsewhere either).
 
+use crate::engine_error::{count, count_as, engine_error, kv_error, open_existing, show_key, ByteProgress};
 use crate::error::CliError;
+use indicatif::HumanBytes;
+use stampkv::engine::{
+    fs::StdFs, repair as repair_database, verify as verify_database, Loss, Options, Problem,
+};
+use stampkv::Kv;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Number of levels of the tree.
+const LEVELS: usize = 7;
 
 /// Arguments of `stampkv verify`.
 #[derive(Debug, clap::Args)]
-pub struct VerifyArgs {}
+#[command(after_help = "Each problem is printed as `FILE at offset N: what`. Exit status: 0 no problem, \
+3 problems found, 1 the database could not be checked (not a database, open in another process, ...).")]
+pub struct VerifyArgs {
+    /// The database directory (it must not be open in another process).
+    #[arg(long)]
+    path: PathBuf,
+}
+
+/// A problem as printed: the file's path, the offset, what is wrong.
+fn located(dir: &Path, problem: &Problem) -> String {
+    let file = dir.join(&problem.file);
+    match problem.offset {
+        Some(offset) => format!("{} at offset {offset}: {}", file.display(), problem.what),
+        None => format!("{}: {}", file.display(), problem.what),
+    }
+}
 
 /// Runs `stampkv verify`.
-pub fn verify(_args: VerifyArgs) -> Result<(), CliError> {
-    Err(CliError::failed("`verify` is not built yet"))
+pub fn verify(args: VerifyArgs) -> Result<(), CliError> {
+    let mut progress = ByteProgress::new("verify");
+    let result = verify_database(&StdFs, &args.path, &mut |done, total| progress.update(done, total));
+    progress.finish();
+    let report = result.map_err(|e| engine_error(&args.path, &e))?;
+    for problem in &report.problems {
+        println!("{}", located(&args.path, problem));
+    }
+    for note in &report.notes {
+        println!("note: {note}");
+    }
+    let summary = format!(
+        "checked {} ({}), {} ({}), {}",
+        count(report.tables, "table"),
+        count_as(report.table_entries as usize, "entry", "entries"),
+        count(report.log_segments, "log segment"),
+        count(report.log_records as usize, "commit"),
+        HumanBytes(report.bytes_checked)
+    );
+    if report.is_clean() {
+        println!("{summary}: no problems");
+        return Ok(());
+    }
+    let problems = count(report.problems.len(), "problem");
+    println!("{summary}: {problems}");
+    Err(CliError {
+        message: format!(
+            "{problems} found in {} (`stampkv repair --path {}` salvages what is readable)",
+            args.path.display(),
+            args.path.display()
+        ),
+        exit_code: CliError::PROBLEMS_FOUND,
+    })
 }
 
 /// Arguments of `stampkv repair`.
 #[derive(Debug, clap::Args)]
-pub struct RepairArgs {}
+#[command(
+    after_help = "Nothing is changed unless `verify` finds a problem. The files the repair replaces are \
+moved into a `repair-NNNNNN` subdirectory of the database, not deleted; it prints what could not be salvaged."
+)]
+pub struct RepairArgs {
+    /// The database directory (it must not be open in another process).
+    #[arg(long)]
+    path: PathBuf,
+}
 
 /// Runs `stampkv repair`.
-pub fn repair(_args: RepairArgs) -> Result<(), CliError> {
-    Err(CliError::failed("`repair` is not built yet"))
+pub fn repair(args: RepairArgs) -> Result<(), CliError> {
+    let dir = &args.path;
+    let mut progress = ByteProgress::new("repair");
+    let result = repair_database(Arc::new(StdFs), dir, &Options::default(), &mut |done, total| {
+        progress.update(done, total);
+    });
+    progress.finish();
+    let report = result.map_err(|e| engine_error(dir, &e))?;
+    if !report.repaired {
+        println!("no problems found in {}: nothing to repair", dir.display());
+        return Ok(());
+    }
+    println!("found {}:", count(report.problems.len(), "problem"));
+    for problem in &report.problems {
+        println!("  {}", located(dir, problem));
+    }
+    if report.lost.is_empty() {
+        println!("lost: nothing (every entry and commit was read back)");
+    } else {
+        println!("lost:");
+        for loss in &report.lost {
+            println!("  {}", show_loss(dir, loss));
+        }
+    }
+    for note in &report.notes {
+        println!("note: {note}");
+    }
+    println!(
+        "repaired {}: {} in {} ({} read back from the log); it continues after commit {}",
+        dir.display(),
+        count_as(report.entries as usize, "entry", "entries"),
+        count(report.tables_written, "table"),
+        count(report.commits_replayed as usize, "commit"),
+        report.last_sequence
+    );
+    if let Some(aside) = &report.moved_to {
+        println!("the files it replaced are in {} (remove it once satisfied)", dir.join(aside).display());
+    }
+    match report.problems_after.first() {
+        None => Ok(()),
+        Some(problem) => Err(CliError::failed(format!(
+            "the repaired database still fails verification: {}",
+            located(dir, problem)
+        ))),
+    }
+}
+
+/// A loss as printed, keys in Deno's notation.
+fn show_loss(dir: &Path, loss: &Loss) -> String {
+    match loss {
+        Loss::TableEntries { file, offset, end, after, before } => {
+            let keys = match (after.as_deref().map(show_key), before.as_deref().map(show_key)) {
+                (Some(a), Some(b)) => format!("entries with keys from {a} to {b}"),
+                (Some(a), None) => format!("entries with keys from {a} on"),
+                (None, Some(b)) => format!("entries with keys up to {b}"),
+                (None, None) => "all of its entries".to_owned(),
+            };
+            format!("{} bytes {offset}..{end}: {keys}", dir.join(file).display())
+        }
+        Loss::Table { file, smallest, largest, why } => format!(
+            "{}: the whole table, keys {} to {} ({why})",
+            dir.join(file).display(),
+            show_key(smallest),
+            show_key(largest)
+        ),
+        Loss::Commits { file, offset, after, before } => {
+            let which = match before {
+                Some(before) if before - after == 2 => format!("commit {}", after + 1),
+                Some(before) => format!("commits {} to {}", after + 1, before - 1),
+                None => format!("any commits after {after} (the damage reaches the end of the log)"),
+            };
+            format!("{} at offset {offset}: {which}", dir.join(file).display())
+        }
+    }
 }
 
 /// Arguments of `stampkv stats`.
 #[derive(Debug, clap::Args)]
-pub struct StatsArgs {}
+pub struct StatsArgs {
+    /// The database directory (it must not be open in another process).
+    #[arg(long)]
+    path: PathBuf,
+}
 
-/// Runs `stampkv stats`.
-pub fn stats(_args: StatsArgs) -> Result<(), CliError> {
-    Err(CliError::failed("`stats` is not built yet"))
+/// Runs `stampkv stats`: opens the database, prints the shape of its tree and a full
+/// scan's count of live data, and closes it.
+pub fn stats(args: StatsArgs) -> Result<(), CliError> {
+    let kv = open_existing(&args.path)?;
+    let printed = print_stats(&kv, &args.path);
+    close(kv, &args.path)?;
+    printed
+}
+
+fn print_stats(kv: &Kv, path: &Path) -> Result<(), CliError> {
+    let engine = kv.engine();
+    let files = engine.table_files();
+    let stats = engine.stats();
+    let usage = engine.space_usage().map_err(|e| kv_error(path, &e))?;
+    println!("{:<6} {:>6} {:>12} {:>12}", "level", "files", "bytes", "entries");
+    let mut entries_total = 0;
+    let mut weighted = 0u128;
+    for level in 0..LEVELS {
+        let of_level: Vec<_> = files.iter().filter(|f| f.level == level).collect();
+        let bytes: u64 = of_level.iter().map(|f| f.size).sum();
+        let entries: u64 = of_level.iter().map(|f| f.entries).sum();
+        entries_total += entries;
+        weighted += u128::from(bytes) * (level as u128 + 2);
+        println!("{:<6} {:>6} {:>12} {:>12}", level, of_level.len(), HumanBytes(bytes).to_string(), entries);
+    }
+    println!(
+        "{:<6} {:>6} {:>12} {:>12}",
+        "total",
+        files.len(),
+        HumanBytes(stats.table_bytes).to_string(),
+        entries_total
+    );
+    println!("write-ahead log on disk: {}", HumanBytes(stats.wal_bytes_on_disk));
+    println!("live data (full scan): {} keys, {}", usage.live_entries, HumanBytes(usage.live_bytes));
+    println!("key count estimate: {entries_total} (table entries: old versions and deletions count too)");
+    if usage.live_bytes == 0 {
+        println!("space amplification: n/a (no live data)");
+    } else {
+        println!("space amplification: {:.2} (bytes on disk / live bytes)", usage.space_amplification());
+    }
+    if stats.table_bytes == 0 {
+        println!("write amplification: n/a (no tables)");
+    } else {
+        println!(
+            "write amplification: {:.2} (estimate: every table byte was written to the log, flushed, \
+             and rewritten once per level it went down; `stampkv serve` reports measured figures in /metrics)",
+            weighted as f64 / stats.table_bytes as f64
+        );
+    }
+    Ok(())
 }
 
 /// Arguments of `stampkv compact`.
 #[derive(Debug, clap::Args)]
-pub struct CompactArgs {}
+pub struct CompactArgs {
+    /// The database directory (it must not be open in another process).
+    #[arg(long)]
+    path: PathBuf,
+}
 
-/// Runs `stampkv compact`.
-pub fn compact(_args: CompactArgs) -> Result<(), CliError> {
-    Err(CliError::failed("`compact` is not built yet"))
+/// Runs `stampkv compact`: flushes and compacts every level into the last one, dropping
+/// every old version, deletion and expired entry.
+pub fn compact(args: CompactArgs) -> Result<(), CliError> {
+    let kv = open_existing(&args.path)?;
+    let engine = kv.engine();
+    let before = engine.table_files();
+    let start = Instant::now();
+    let result = engine.compact().map_err(|e| kv_error(&args.path, &e));
+    let after = engine.table_files();
+    let stats = engine.stats();
+    close(kv, &args.path)?;
+    result?;
+    let bytes = |files: &[stampkv::engine::TableFileInfo]| HumanBytes(files.iter().map(|f| f.size).sum());
+    println!(
+        "compacted {} in {:.2} s: {} tables ({}) became {} ({}); read {}, wrote {}",
+        args.path.display(),
+        start.elapsed().as_secs_f64(),
+        before.len(),
+        bytes(&before),
+        after.len(),
+        bytes(&after),
+        HumanBytes(stats.compaction_bytes_read),
+        HumanBytes(stats.compaction_bytes_written + stats.flush_bytes_written)
+    );
+    Ok(())
+}
+
+fn close(kv: Kv, path: &Path) -> Result<(), CliError> {
+    kv.close().map_err(|e| kv_error(path, &e))
 }

@@ -5,17 +5,28 @@
 //! `read_state` for reading, briefly.
 
 mod background;
+mod checkpoint;
 mod compaction;
+mod dir_files;
 mod flush;
 mod gc;
 mod ingest;
 mod lock_order;
+mod log_scan;
 mod open;
 mod read;
+mod repair;
+mod table_files;
+mod table_scan;
+mod verify;
 mod write;
 
+pub use checkpoint::{checkpoint, checkpoint_with_fs, restore, CheckpointInfo, BACKUP_FILE};
 pub use ingest::{Ingest, IngestSummary};
 pub use read::{DbIter, Entry, LatestView, Snapshot};
+pub use repair::{repair, Loss, RepairReport};
+pub use table_files::TableFileInfo;
+pub use verify::{verify, Problem, VerifyReport};
 
 use crate::clock::Clock;
 use crate::fs::{Fs, FsLock, LogFileHandle, MemFs, StdFs};
@@ -150,6 +161,8 @@ pub(crate) struct DbInner {
 pub struct Db {
     inner: Arc<DbInner>,
     threads: Mutex<Vec<JoinHandle<()>>>,
+    /// Opened with [`Db::open`]: its paths are real, so checkpoints can hard-link files.
+    on_std_fs: bool,
 }
 
 impl std::fmt::Debug for Db {
@@ -161,7 +174,9 @@ impl std::fmt::Debug for Db {
 impl Db {
     /// Opens (or creates) the database in directory `path` on the real file system.
     pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Db> {
-        Self::open_with_fs(Arc::new(StdFs), path, options)
+        let mut db = Self::open_with_fs(Arc::new(StdFs), path, options)?;
+        db.on_std_fs = true;
+        Ok(db)
     }
 
     /// Opens a new database that lives in memory only (tests, scratch data).
@@ -173,7 +188,7 @@ impl Db {
     pub fn open_with_fs(fs: Arc<dyn Fs>, path: impl AsRef<Path>, options: Options) -> Result<Db> {
         let inner = Arc::new(open::open(fs, path.as_ref(), options)?);
         let threads = background::start(&inner);
-        Ok(Db { inner, threads: Mutex::new(threads) })
+        Ok(Db { inner, threads: Mutex::new(threads), on_std_fs: false })
     }
 
     /// Applies `batch` atomically with the database's sync mode; returns its sequence number.
