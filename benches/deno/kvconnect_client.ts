@@ -12,7 +12,7 @@
 //   read:    `kv.get(["k", random i])`, the value must be there;
 //   commit:  `kv.atomic().check({ key, versionstamp: null }).set(key, value).commit()` on a
 //            fresh key `["c", client, n]` each time; the commit must succeed.
-// Prints `RESULT ops seconds` and writes every measured latency (ms, float64 little-endian)
+// Prints `RESULT ops seconds all_ops` (all_ops counts the warm-up too) and writes every measured latency (ms, float64 little-endian)
 // to `--latencies`.
 
 function arg(name: string, fallback: string): string {
@@ -41,7 +41,7 @@ if (workload === "preload") {
     const result = await op.commit();
     if (!result.ok) throw new Error("preload commit failed");
   }
-  console.log(`RESULT ${keys} 0`);
+  console.log(`RESULT ${keys} 0 ${keys}`);
   for (const kv of handles) kv.close();
   Deno.exit(0);
 }
@@ -50,6 +50,7 @@ let measuring = false;
 let stopped = false;
 const latencies: number[] = [];
 let ops = 0;
+let allOps = 0;
 
 async function runClient(kv: Deno.Kv, client: number) {
   let n = 0;
@@ -66,6 +67,7 @@ async function runClient(kv: Deno.Kv, client: number) {
     } else {
       throw new Error(`unknown workload ${workload}`);
     }
+    allOps++;
     if (measuring && !stopped) {
       latencies.push(performance.now() - started);
       ops++;
@@ -86,4 +88,4 @@ for (const kv of handles) kv.close();
 if (latencyFile) {
   await Deno.writeFile(latencyFile, new Uint8Array(new Float64Array(latencies).buffer));
 }
-console.log(`RESULT ${ops} ${elapsed}`);
+console.log(`RESULT ${ops} ${elapsed} ${allOps}`);

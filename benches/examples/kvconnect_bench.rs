@@ -19,7 +19,10 @@
 //! clients are spread over `--client-procs` Deno processes, each client its own
 //! `Deno.openKv(url)` handle and connection. Servers alternate order between runs. The table
 //! shows the median throughput over the runs, p50/p99 latency over every request of every run,
-//! and the server's peak RSS (its `VmHWM`).
+//! the server's CPU time per request (user + system, over the whole client run including
+//! warm-up; median over the runs) and the server's peak RSS (its `VmHWM`). Client and servers
+//! share the machine's cores: once the cores are busy, throughput measures client and server
+//! together, while CPU per request measures the server alone.
 
 #![allow(
     clippy::unwrap_used,
@@ -175,23 +178,37 @@ fn deno_client(
         .unwrap_or_else(|e| panic!("cannot start deno ({}): {e}", args.deno.display()))
 }
 
-/// `RESULT ops seconds` from a client's output.
-fn result_line(child: Child) -> (u64, f64) {
+/// `RESULT ops seconds all_ops` from a client's output.
+fn result_line(child: Child) -> (u64, f64, u64) {
     let output = child.wait_with_output().unwrap();
     assert!(output.status.success(), "a Deno client failed: {}", String::from_utf8_lossy(&output.stdout));
     let text = String::from_utf8_lossy(&output.stdout);
     let line = text.lines().find_map(|l| l.strip_prefix("RESULT ")).expect("no RESULT line");
     let mut parts = line.split(' ');
-    (parts.next().unwrap().parse().unwrap(), parts.next().unwrap().parse().unwrap())
+    let ops = parts.next().unwrap().parse().unwrap();
+    let seconds = parts.next().unwrap().parse().unwrap();
+    (ops, seconds, parts.next().unwrap().parse().unwrap())
+}
+
+/// CPU time (user + system) a process has used so far, in seconds.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the parenthesised command name; utime and stime are the 14th and 15th.
+    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(0.0);
+    (ticks(11) + ticks(12)) / 100.0
 }
 
 fn read_latencies(path: &Path) -> Vec<f64> {
     std::fs::read(path).unwrap().chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().unwrap())).collect()
 }
 
-/// One measured case on one server: ops/s, latencies (ms) and the server's peak RSS.
+/// One measured case on one server: ops/s, latencies (ms), the server's CPU time per
+/// request (µs) and its peak RSS.
 struct Measured {
     rate: f64,
+    cpu_us_per_op: f64,
     latencies: Vec<f64>,
     peak_rss: u64,
 }
@@ -203,6 +220,7 @@ fn measure(args: &Args, server: &str, workload: &str, clients: usize) -> Measure
         let preload = deno_client(args, &running.url, "preload", 1, 0, &dir.path().join("preload.lat"));
         result_line(preload);
     }
+    let cpu_before = cpu_seconds(running.child.id());
     let procs = if clients == 1 { 1 } else { args.client_procs.clamp(1, clients) };
     let mut children = Vec::new();
     for p in 0..procs {
@@ -212,15 +230,18 @@ fn measure(args: &Args, server: &str, workload: &str, clients: usize) -> Measure
         children.push((deno_client(args, &running.url, workload, share, base, &file), file));
     }
     let mut rate = 0.0;
+    let mut all_ops = 0;
     let mut latencies = Vec::new();
     for (child, file) in children {
-        let (ops, seconds) = result_line(child);
+        let (ops, seconds, all) = result_line(child);
         rate += ops as f64 / seconds;
+        all_ops += all;
         latencies.extend(read_latencies(&file));
     }
+    let cpu_us_per_op = (cpu_seconds(running.child.id()) - cpu_before) * 1e6 / all_ops.max(1) as f64;
     let peak_rss = peak_rss(running.child.id());
     stop_server(running);
-    Measured { rate, latencies, peak_rss }
+    Measured { rate, cpu_us_per_op, latencies, peak_rss }
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -234,6 +255,7 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 #[derive(Default)]
 struct Summary {
     rates: Vec<f64>,
+    cpu_us_per_op: Vec<f64>,
     latencies: Vec<f64>,
     peak_rss: u64,
 }
@@ -266,12 +288,14 @@ fn main() {
                 for server in order {
                     let m = measure(&args, server, workload, clients);
                     eprintln!(
-                        "run {run}: {workload:6} {clients:2} clients {server:7} {:>10} ops/s (peak RSS {:.1} MiB)",
+                        "run {run}: {workload:6} {clients:2} clients {server:7} {:>10}, server CPU {:.0} µs/request (peak RSS {:.1} MiB)",
                         rate_text(m.rate),
+                        m.cpu_us_per_op,
                         m.peak_rss as f64 / 1048576.0
                     );
                     let s = results.entry((workload.to_owned(), clients, server.to_owned())).or_default();
                     s.rates.push(m.rate);
+                    s.cpu_us_per_op.push(m.cpu_us_per_op);
                     s.latencies.extend(m.latencies);
                     s.peak_rss = s.peak_rss.max(m.peak_rss);
                 }
@@ -279,8 +303,8 @@ fn main() {
         }
     }
     println!();
-    println!("| workload | clients | stampkv ops/s | denokv ops/s | ratio | stampkv p50 / p99 ms | denokv p50 / p99 ms | peak RSS stampkv / denokv |");
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
+    println!("| workload | clients | stampkv | denokv | ratio | stampkv p50 / p99 ms | denokv p50 / p99 ms | server CPU µs/request stampkv / denokv | peak RSS stampkv / denokv |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     let mut chart_rows = Vec::new();
     for workload in ["read", "commit"] {
         for &clients in &args.clients {
@@ -290,6 +314,7 @@ fn main() {
                 s.latencies.sort_by(f64::total_cmp);
                 row.push((
                     median(&mut s.rates),
+                    median(&mut s.cpu_us_per_op),
                     percentile(&s.latencies, 50.0),
                     percentile(&s.latencies, 99.0),
                     s.peak_rss,
@@ -297,16 +322,18 @@ fn main() {
             }
             let (a, b) = (row[0], row[1]);
             println!(
-                "| {workload} | {clients} | {} | {} | {:.2} | {:.3} / {:.3} | {:.3} / {:.3} | {:.1} / {:.1} MiB |",
+                "| {workload} | {clients} | {} | {} | {:.2} | {:.3} / {:.3} | {:.3} / {:.3} | {:.0} / {:.0} | {:.1} / {:.1} MiB |",
                 rate_text(a.0),
                 rate_text(b.0),
                 a.0 / b.0,
-                a.1,
                 a.2,
-                b.1,
+                a.3,
                 b.2,
-                a.3 as f64 / 1048576.0,
-                b.3 as f64 / 1048576.0
+                b.3,
+                a.1,
+                b.1,
+                a.4 as f64 / 1048576.0,
+                b.4 as f64 / 1048576.0
             );
             chart_rows.push(format!("{workload}, {clients} client{}", if clients == 1 { "" } else { "s" }));
         }

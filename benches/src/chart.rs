@@ -34,7 +34,13 @@ pub fn latency_cdf(
             .x_label_area_size(35)
             .y_label_area_size(45)
             .build_cartesian_2d((low..high).log_scale(), 0.0..100.0)?;
-        chart.configure_mesh().x_desc("latency (ms)").y_desc("percentile").draw()?;
+        chart
+            .configure_mesh()
+            .x_labels(8)
+            .x_label_formatter(&|ms| format!("{ms:.2}"))
+            .x_desc("latency (ms, log scale)")
+            .y_desc("percentile")
+            .draw()?;
         for (latencies, name, color) in [(&ours, "stampkv serve", BLUE), (&peer, "denokv serve", RED)] {
             let n = latencies.len().max(1) as f64;
             // At most ~500 points per line: every k-th sorted latency.

@@ -6,6 +6,7 @@ mod commands;
 mod engine_error;
 mod error;
 mod key_syntax;
+mod output;
 mod progress;
 mod transfer;
 mod value_display;

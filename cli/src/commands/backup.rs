@@ -10,6 +10,7 @@
 
 use crate::engine_error::{count, engine_error, ByteProgress};
 use crate::error::CliError;
+use crate::output::out;
 use indicatif::HumanBytes;
 use stampkv::engine::{checkpoint, fs::StdFs, restore as restore_checkpoint, CheckpointInfo};
 use std::path::PathBuf;
@@ -31,7 +32,7 @@ pub fn backup(args: BackupArgs) -> Result<(), CliError> {
     let result = checkpoint(&args.path, &args.dest, &mut |done, total| progress.update(done, total));
     progress.finish();
     let info = result.map_err(|e| engine_error(&args.path, &e))?;
-    println!(
+    out!(
         "backed up {} into {} at commit {}: {}{}",
         args.path.display(),
         args.dest.display(),
@@ -64,7 +65,7 @@ pub fn restore(args: RestoreArgs) -> Result<(), CliError> {
     });
     progress.finish();
     let info = result.map_err(|e| engine_error(&args.backup, &e))?;
-    println!(
+    out!(
         "restored {} into {} at commit {}: {}; verified",
         args.backup.display(),
         args.path.display(),

@@ -10,6 +10,7 @@
 
 use crate::engine_error::{count, count_as, engine_error, kv_error, open_existing, show_key, ByteProgress};
 use crate::error::CliError;
+use crate::output::out;
 use indicatif::HumanBytes;
 use stampkv::engine::{
     fs::StdFs, repair as repair_database, verify as verify_database, Loss, Options, Problem,
@@ -48,10 +49,10 @@ pub fn verify(args: VerifyArgs) -> Result<(), CliError> {
     progress.finish();
     let report = result.map_err(|e| engine_error(&args.path, &e))?;
     for problem in &report.problems {
-        println!("{}", located(&args.path, problem));
+        out!("{}", located(&args.path, problem));
     }
     for note in &report.notes {
-        println!("note: {note}");
+        out!("note: {note}");
     }
     let summary = format!(
         "checked {} ({}), {} ({}), {}",
@@ -62,11 +63,11 @@ pub fn verify(args: VerifyArgs) -> Result<(), CliError> {
         HumanBytes(report.bytes_checked)
     );
     if report.is_clean() {
-        println!("{summary}: no problems");
+        out!("{summary}: no problems");
         return Ok(());
     }
     let problems = count(report.problems.len(), "problem");
-    println!("{summary}: {problems}");
+    out!("{summary}: {problems}");
     Err(CliError {
         message: format!(
             "{problems} found in {} (`stampkv repair --path {}` salvages what is readable)",
@@ -99,25 +100,25 @@ pub fn repair(args: RepairArgs) -> Result<(), CliError> {
     progress.finish();
     let report = result.map_err(|e| engine_error(dir, &e))?;
     if !report.repaired {
-        println!("no problems found in {}: nothing to repair", dir.display());
+        out!("no problems found in {}: nothing to repair", dir.display());
         return Ok(());
     }
-    println!("found {}:", count(report.problems.len(), "problem"));
+    out!("found {}:", count(report.problems.len(), "problem"));
     for problem in &report.problems {
-        println!("  {}", located(dir, problem));
+        out!("  {}", located(dir, problem));
     }
     if report.lost.is_empty() {
-        println!("lost: nothing (every entry and commit was read back)");
+        out!("lost: nothing (every entry and commit was read back)");
     } else {
-        println!("lost:");
+        out!("lost:");
         for loss in &report.lost {
-            println!("  {}", show_loss(dir, loss));
+            out!("  {}", show_loss(dir, loss));
         }
     }
     for note in &report.notes {
-        println!("note: {note}");
+        out!("note: {note}");
     }
-    println!(
+    out!(
         "repaired {}: {} in {} ({} read back from the log); it continues after commit {}",
         dir.display(),
         count_as(report.entries as usize, "entry", "entries"),
@@ -126,7 +127,7 @@ pub fn repair(args: RepairArgs) -> Result<(), CliError> {
         report.last_sequence
     );
     if let Some(aside) = &report.moved_to {
-        println!("the files it replaced are in {} (remove it once satisfied)", dir.join(aside).display());
+        out!("the files it replaced are in {} (remove it once satisfied)", dir.join(aside).display());
     }
     match report.problems_after.first() {
         None => Ok(()),
@@ -188,7 +189,7 @@ fn print_stats(kv: &Kv, path: &Path) -> Result<(), CliError> {
     let files = engine.table_files();
     let stats = engine.stats();
     let usage = engine.space_usage().map_err(|e| kv_error(path, &e))?;
-    println!("{:<6} {:>6} {:>12} {:>12}", "level", "files", "bytes", "entries");
+    out!("{:<6} {:>6} {:>12} {:>12}", "level", "files", "bytes", "entries");
     let mut entries_total = 0;
     let mut weighted = 0u128;
     for level in 0..LEVELS {
@@ -197,27 +198,27 @@ fn print_stats(kv: &Kv, path: &Path) -> Result<(), CliError> {
         let entries: u64 = of_level.iter().map(|f| f.entries).sum();
         entries_total += entries;
         weighted += u128::from(bytes) * (level as u128 + 2);
-        println!("{:<6} {:>6} {:>12} {:>12}", level, of_level.len(), HumanBytes(bytes).to_string(), entries);
+        out!("{:<6} {:>6} {:>12} {:>12}", level, of_level.len(), HumanBytes(bytes).to_string(), entries);
     }
-    println!(
+    out!(
         "{:<6} {:>6} {:>12} {:>12}",
         "total",
         files.len(),
         HumanBytes(stats.table_bytes).to_string(),
         entries_total
     );
-    println!("write-ahead log on disk: {}", HumanBytes(stats.wal_bytes_on_disk));
-    println!("live data (full scan): {} keys, {}", usage.live_entries, HumanBytes(usage.live_bytes));
-    println!("key count estimate: {entries_total} (table entries: old versions and deletions count too)");
+    out!("write-ahead log on disk: {}", HumanBytes(stats.wal_bytes_on_disk));
+    out!("live data (full scan): {} keys, {}", usage.live_entries, HumanBytes(usage.live_bytes));
+    out!("key count estimate: {entries_total} (table entries: old versions and deletions count too)");
     if usage.live_bytes == 0 {
-        println!("space amplification: n/a (no live data)");
+        out!("space amplification: n/a (no live data)");
     } else {
-        println!("space amplification: {:.2} (bytes on disk / live bytes)", usage.space_amplification());
+        out!("space amplification: {:.2} (bytes on disk / live bytes)", usage.space_amplification());
     }
     if stats.table_bytes == 0 {
-        println!("write amplification: n/a (no tables)");
+        out!("write amplification: n/a (no tables)");
     } else {
-        println!(
+        out!(
             "write amplification: {:.2} (estimate: every table byte was written to the log, flushed, \
              and rewritten once per level it went down; `stampkv serve` reports measured figures in /metrics)",
             weighted as f64 / stats.table_bytes as f64
@@ -247,7 +248,7 @@ pub fn compact(args: CompactArgs) -> Result<(), CliError> {
     close(kv, &args.path)?;
     result?;
     let bytes = |files: &[stampkv::engine::TableFileInfo]| HumanBytes(files.iter().map(|f| f.size).sum());
-    println!(
+    out!(
         "compacted {} in {:.2} s: {} tables ({}) became {} ({}); read {}, wrote {}",
         args.path.display(),
         start.elapsed().as_secs_f64(),
