@@ -12,8 +12,11 @@
 //   read:    `kv.get(["k", random i])`, the value must be there;
 //   commit:  `kv.atomic().check({ key, versionstamp: null }).set(key, value).commit()` on a
 //            fresh key `["c", client, n]` each time; the commit must succeed.
-// Prints `RESULT ops seconds all_ops` (all_ops counts the warm-up too) and writes every measured latency (ms, float64 little-endian)
+// Prints `RESULT ops seconds all_ops cpu_us` (all_ops counts the warm-up too; cpu_us is this
+// process's CPU time over all of them) and writes every measured latency (ms, float64 little-endian)
 // to `--latencies`.
+
+import process from "node:process";
 
 function arg(name: string, fallback: string): string {
   const at = Deno.args.indexOf(name);
@@ -41,7 +44,7 @@ if (workload === "preload") {
     const result = await op.commit();
     if (!result.ok) throw new Error("preload commit failed");
   }
-  console.log(`RESULT ${keys} 0 ${keys}`);
+  console.log(`RESULT ${keys} 0 ${keys} 0`);
   for (const kv of handles) kv.close();
   Deno.exit(0);
 }
@@ -75,6 +78,7 @@ async function runClient(kv: Deno.Kv, client: number) {
   }
 }
 
+const cpuBefore = process.cpuUsage();
 const running = handles.map((kv, c) => runClient(kv, c));
 await new Promise((resolve) => setTimeout(resolve, warmup * 1000));
 measuring = true;
@@ -83,9 +87,10 @@ await new Promise((resolve) => setTimeout(resolve, seconds * 1000));
 stopped = true;
 const elapsed = (performance.now() - began) / 1000;
 await Promise.all(running);
+const cpu = process.cpuUsage(cpuBefore);
 for (const kv of handles) kv.close();
 
 if (latencyFile) {
   await Deno.writeFile(latencyFile, new Uint8Array(new Float64Array(latencies).buffer));
 }
-console.log(`RESULT ${ops} ${elapsed} ${allOps}`);
+console.log(`RESULT ${ops} ${elapsed} ${allOps} ${cpu.user + cpu.system}`);

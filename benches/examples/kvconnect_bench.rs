@@ -178,8 +178,8 @@ fn deno_client(
         .unwrap_or_else(|e| panic!("cannot start deno ({}): {e}", args.deno.display()))
 }
 
-/// `RESULT ops seconds all_ops` from a client's output.
-fn result_line(child: Child) -> (u64, f64, u64) {
+/// `RESULT ops seconds all_ops cpu_us` from a client's output.
+fn result_line(child: Child) -> (u64, f64, u64, f64) {
     let output = child.wait_with_output().unwrap();
     assert!(output.status.success(), "a Deno client failed: {}", String::from_utf8_lossy(&output.stdout));
     let text = String::from_utf8_lossy(&output.stdout);
@@ -187,7 +187,8 @@ fn result_line(child: Child) -> (u64, f64, u64) {
     let mut parts = line.split(' ');
     let ops = parts.next().unwrap().parse().unwrap();
     let seconds = parts.next().unwrap().parse().unwrap();
-    (ops, seconds, parts.next().unwrap().parse().unwrap())
+    let all_ops = parts.next().unwrap().parse().unwrap();
+    (ops, seconds, all_ops, parts.next().unwrap().parse().unwrap())
 }
 
 /// CPU time (user + system) a process has used so far, in seconds.
@@ -209,6 +210,7 @@ fn read_latencies(path: &Path) -> Vec<f64> {
 struct Measured {
     rate: f64,
     cpu_us_per_op: f64,
+    client_cpu_us_per_op: f64,
     latencies: Vec<f64>,
     peak_rss: u64,
 }
@@ -231,9 +233,11 @@ fn measure(args: &Args, server: &str, workload: &str, clients: usize) -> Measure
     }
     let mut rate = 0.0;
     let mut all_ops = 0;
+    let mut client_cpu_us = 0.0;
     let mut latencies = Vec::new();
     for (child, file) in children {
-        let (ops, seconds, all) = result_line(child);
+        let (ops, seconds, all, cpu_us) = result_line(child);
+        client_cpu_us += cpu_us;
         rate += ops as f64 / seconds;
         all_ops += all;
         latencies.extend(read_latencies(&file));
@@ -241,7 +245,8 @@ fn measure(args: &Args, server: &str, workload: &str, clients: usize) -> Measure
     let cpu_us_per_op = (cpu_seconds(running.child.id()) - cpu_before) * 1e6 / all_ops.max(1) as f64;
     let peak_rss = peak_rss(running.child.id());
     stop_server(running);
-    Measured { rate, cpu_us_per_op, latencies, peak_rss }
+    let client_cpu_us_per_op = client_cpu_us / all_ops.max(1) as f64;
+    Measured { rate, cpu_us_per_op, client_cpu_us_per_op, latencies, peak_rss }
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -256,6 +261,7 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 struct Summary {
     rates: Vec<f64>,
     cpu_us_per_op: Vec<f64>,
+    client_cpu_us_per_op: Vec<f64>,
     latencies: Vec<f64>,
     peak_rss: u64,
 }
@@ -288,14 +294,16 @@ fn main() {
                 for server in order {
                     let m = measure(&args, server, workload, clients);
                     eprintln!(
-                        "run {run}: {workload:6} {clients:2} clients {server:7} {:>10}, server CPU {:.0} µs/request (peak RSS {:.1} MiB)",
+                        "run {run}: {workload:6} {clients:2} clients {server:7} {:>10}, CPU per request: server {:.0} µs, Deno client {:.0} µs (peak RSS {:.1} MiB)",
                         rate_text(m.rate),
                         m.cpu_us_per_op,
+                        m.client_cpu_us_per_op,
                         m.peak_rss as f64 / 1048576.0
                     );
                     let s = results.entry((workload.to_owned(), clients, server.to_owned())).or_default();
                     s.rates.push(m.rate);
                     s.cpu_us_per_op.push(m.cpu_us_per_op);
+                    s.client_cpu_us_per_op.push(m.client_cpu_us_per_op);
                     s.latencies.extend(m.latencies);
                     s.peak_rss = s.peak_rss.max(m.peak_rss);
                 }
@@ -303,8 +311,8 @@ fn main() {
         }
     }
     println!();
-    println!("| workload | clients | stampkv | denokv | ratio | stampkv p50 / p99 ms | denokv p50 / p99 ms | server CPU µs/request stampkv / denokv | peak RSS stampkv / denokv |");
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("| workload | clients | stampkv | denokv | ratio | stampkv p50 / p99 ms | denokv p50 / p99 ms | server CPU µs/request stampkv / denokv | Deno client CPU µs/request (stampkv / denokv runs) | peak RSS stampkv / denokv |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     let mut chart_rows = Vec::new();
     for workload in ["read", "commit"] {
         for &clients in &args.clients {
@@ -315,6 +323,7 @@ fn main() {
                 row.push((
                     median(&mut s.rates),
                     median(&mut s.cpu_us_per_op),
+                    median(&mut s.client_cpu_us_per_op),
                     percentile(&s.latencies, 50.0),
                     percentile(&s.latencies, 99.0),
                     s.peak_rss,
@@ -322,18 +331,20 @@ fn main() {
             }
             let (a, b) = (row[0], row[1]);
             println!(
-                "| {workload} | {clients} | {} | {} | {:.2} | {:.3} / {:.3} | {:.3} / {:.3} | {:.0} / {:.0} | {:.1} / {:.1} MiB |",
+                "| {workload} | {clients} | {} | {} | {:.2} | {:.3} / {:.3} | {:.3} / {:.3} | {:.0} / {:.0} | {:.0} / {:.0} | {:.1} / {:.1} MiB |",
                 rate_text(a.0),
                 rate_text(b.0),
                 a.0 / b.0,
-                a.2,
                 a.3,
-                b.2,
+                a.4,
                 b.3,
+                b.4,
                 a.1,
                 b.1,
-                a.4 as f64 / 1048576.0,
-                b.4 as f64 / 1048576.0
+                a.2,
+                b.2,
+                a.5 as f64 / 1048576.0,
+                b.5 as f64 / 1048576.0
             );
             chart_rows.push(format!("{workload}, {clients} client{}", if clients == 1 { "" } else { "s" }));
         }

@@ -8,6 +8,9 @@
 //! stampkv cannot decode into a value (kept as its raw bytes).
 
 use crate::value_display::{iso_date, js_number_to_string};
+use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig, URL_SAFE_NO_PAD};
+use base64::engine::DecodePaddingMode;
+use base64::{alphabet, Engine as _};
 use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use stampkv::{Key, KeyPart, KvBigInt, KvValue, Value};
 use std::collections::HashMap;
@@ -195,49 +198,22 @@ fn json_number(x: f64) -> String {
 
 /// URL-safe base64 without padding.
 pub fn base64url(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let b = [chunk.first().copied(), chunk.get(1).copied(), chunk.get(2).copied()];
-        let n = (u32::from(b[0].unwrap_or(0)) << 16)
-            | (u32::from(b[1].unwrap_or(0)) << 8)
-            | u32::from(b[2].unwrap_or(0));
-        let sextets = 1 + chunk.len();
-        for i in 0..sextets {
-            let index = (n >> (18 - 6 * i)) & 0x3F;
-            out.push(char::from(ALPHABET.get(index as usize).copied().unwrap_or(b'A')));
-        }
-    }
-    out
+    URL_SAFE_NO_PAD.encode(bytes)
 }
+
+/// Either alphabet (URL-safe or standard), padding optional, bits after the last byte zero.
+const LENIENT: GeneralPurpose = GeneralPurpose::new(
+    &alphabet::URL_SAFE,
+    GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent),
+);
 
 /// Decodes base64 (URL-safe or standard alphabet, padding optional).
 pub fn decode_base64(text: &str) -> Result<Vec<u8>, String> {
-    let trimmed = text.trim_end_matches('=');
-    let mut out = Vec::with_capacity(trimmed.len() * 3 / 4);
-    let mut buffer = 0u32;
-    let mut bits = 0;
-    for c in trimmed.chars() {
-        let value = match c {
-            'A'..='Z' => c as u32 - 'A' as u32,
-            'a'..='z' => c as u32 - 'a' as u32 + 26,
-            '0'..='9' => c as u32 - '0' as u32 + 52,
-            '-' | '+' => 62,
-            '_' | '/' => 63,
-            _ => return Err(format!("'{c}' is not a base64 character")),
-        };
-        buffer = (buffer << 6) | value;
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((buffer >> bits) as u8);
-            buffer &= (1 << bits) - 1;
-        }
+    if let Some(c) = text.chars().find(|c| !(c.is_ascii_alphanumeric() || "-_+/=".contains(*c))) {
+        return Err(format!("'{c}' is not a base64 character"));
     }
-    if bits >= 6 || buffer != 0 {
-        return Err("base64 text of an impossible length or with stray bits".to_owned());
-    }
-    Ok(out)
+    let url_safe = text.replace('+', "-").replace('/', "_");
+    LENIENT.decode(url_safe).map_err(|_| "base64 text of an impossible length or with stray bits".to_owned())
 }
 
 /// A key part in typed JSON.

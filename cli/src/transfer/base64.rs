@@ -1,73 +1,29 @@
-//! Standard base64 with `=` padding (RFC 4648 §4), for binary data in dumps.
+//! Standard base64 with `=` padding (RFC 4648 §4), for binary data in dumps: the `base64`
+//! crate's standard engine, strict on decoding (canonical padding, no stray bits).
 
-const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-/// The 6-bit value of a symbol of the alphabet.
-fn symbol_value(c: u8) -> Option<u32> {
-    let value = match c {
-        b'A'..=b'Z' => c - b'A',
-        b'a'..=b'z' => c - b'a' + 26,
-        b'0'..=b'9' => c - b'0' + 52,
-        b'+' => 62,
-        b'/' => 63,
-        _ => return None,
-    };
-    Some(u32::from(value))
-}
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine as _;
 
 /// Appends the padded encoding of `bytes` to `out`.
 pub fn encode_into(out: &mut Vec<u8>, bytes: &[u8]) {
-    out.reserve(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let byte = |i: usize| u32::from(chunk.get(i).copied().unwrap_or(0));
-        let n = (byte(0) << 16) | (byte(1) << 8) | byte(2);
-        for i in 0..4 {
-            if i <= chunk.len() {
-                // `& 63` keeps the index inside the 64-symbol alphabet.
-                out.push(ALPHABET.get((n >> (18 - 6 * i)) as usize & 63).copied().unwrap_or(b'='));
-            } else {
-                out.push(b'=');
-            }
-        }
+    let start = out.len();
+    out.resize(start + bytes.len().div_ceil(3) * 4, 0);
+    if let Some(tail) = out.get_mut(start..) {
+        // The slice is exactly the encoded length, so this cannot fail.
+        let _ = STANDARD.encode_slice(bytes, tail);
     }
 }
 
 /// The padded encoding of `bytes`.
 #[cfg(test)]
 pub fn encode(bytes: &[u8]) -> String {
-    let mut out = Vec::new();
-    encode_into(&mut out, bytes);
-    // Only ASCII symbols were written.
-    String::from_utf8(out).unwrap_or_default()
+    STANDARD.encode(bytes)
 }
 
 /// Decodes canonical padded input (length a multiple of 4, padding only at the end, no
 /// bits set in the padding); `None` otherwise.
 pub fn decode(text: &str) -> Option<Vec<u8>> {
-    let bytes = text.as_bytes();
-    if !bytes.len().is_multiple_of(4) {
-        return None;
-    }
-    let groups = bytes.len() / 4;
-    let mut out = Vec::with_capacity(groups * 3);
-    for (index, chunk) in bytes.chunks(4).enumerate() {
-        let padding = chunk.iter().rev().take_while(|c| **c == b'=').count();
-        if padding > 2 || (padding > 0 && index + 1 != groups) {
-            return None;
-        }
-        let mut n = 0u32;
-        for &c in chunk.get(..4 - padding)? {
-            n = (n << 6) | symbol_value(c)?;
-        }
-        n <<= 6 * padding;
-        let decoded = [(n >> 16) as u8, (n >> 8) as u8, n as u8];
-        let keep = 3 - padding;
-        if decoded.get(keep..)?.iter().any(|b| *b != 0) {
-            return None;
-        }
-        out.extend_from_slice(decoded.get(..keep)?);
-    }
-    Some(out)
+    STANDARD.decode(text).ok()
 }
 
 #[cfg(test)]
