@@ -13,20 +13,15 @@
     reason = "test code: a panic is a failed test"
 )]
 
+mod common;
+
+use common::stampkv;
 use stampkv::engine::{Options, SyncMode};
 use stampkv::{key, Kv, KvOptions, Value};
 use std::path::Path;
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-
-/// Runs `stampkv` with `args`: (exit code, stdout, stderr).
-fn stampkv(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_stampkv")).args(args).output().unwrap();
-    let text = |b: Vec<u8>| String::from_utf8(b).unwrap();
-    (out.status.code().unwrap_or(-1), text(out.stdout), text(out.stderr))
-}
 
 fn s(path: &Path) -> &str {
     path.to_str().unwrap()

@@ -14,18 +14,13 @@
     reason = "test code: a panic is a failed test"
 )]
 
+mod common;
+
+use common::stampkv;
 use stampkv::engine::Options;
 use stampkv::{key, Kv, KvOptions, Value};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
-
-/// Runs `stampkv` with `args`: (exit code, stdout, stderr).
-fn stampkv(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_stampkv")).args(args).output().unwrap();
-    let text = |b: Vec<u8>| String::from_utf8(b).unwrap();
-    (out.status.code().unwrap_or(-1), text(out.stdout), text(out.stderr))
-}
 
 fn run(command: &str, dir: &Path) -> (i32, String, String) {
     stampkv(&[command, "--path", dir.to_str().unwrap()])

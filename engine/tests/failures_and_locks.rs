@@ -145,3 +145,26 @@ fn every_locking_path_keeps_the_one_lock_order_in_both_modes() {
         }
     }
 }
+
+/// On the real file system, opening waits a moment for a held `LOCK` (a just-closed database
+/// whose lock a starting child process still shares) and succeeds once it is let go; a
+/// database that stays open is refused with `Error::Locked`.
+#[test]
+fn opening_waits_briefly_for_a_lock_that_is_let_go_and_refuses_one_that_is_not() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let held = Db::open(dir.path(), Options::default()).expect("open");
+    let opener = {
+        let path = dir.path().to_owned();
+        thread::spawn(move || Db::open(&path, Options::default()).map(|db| db.close()))
+    };
+    thread::sleep(std::time::Duration::from_millis(100));
+    held.close().expect("close");
+    assert!(matches!(opener.join().expect("join"), Ok(Ok(()))), "the lock let go was not taken");
+
+    let held = Db::open(dir.path(), Options::default()).expect("open");
+    let started = std::time::Instant::now();
+    let refused = Db::open(dir.path(), Options::default());
+    assert!(matches!(refused, Err(Error::Locked { .. })), "a database open elsewhere was opened again");
+    assert!(started.elapsed() >= std::time::Duration::from_millis(400), "it was refused without waiting");
+    held.close().expect("close");
+}

@@ -17,18 +17,8 @@ pub struct ImportArgs {
     /// The database directory (created if missing or empty).
     #[arg(long)]
     path: PathBuf,
-    /// Import into a database that already holds data.
-    #[arg(long)]
-    force: bool,
-    /// Give every entry the import's own new versionstamp instead of Deno's.
-    #[arg(long)]
-    new_versionstamps: bool,
-    /// Import the entries without their expiry times.
-    #[arg(long)]
-    no_expiry: bool,
-    /// Leave Deno's queued messages out.
-    #[arg(long)]
-    no_queue: bool,
+    #[command(flatten)]
+    write: target::WriteOptions,
 }
 
 /// Arguments of `stampkv export-deno`.
@@ -50,19 +40,19 @@ pub fn import(args: ImportArgs) -> Result<(), CliError> {
     let total = deno_sqlite::count_rows(&conn).map_err(CliError::failed)?;
     let kv = target::open_for_writing(&args.path)?;
     let result = (|| {
-        let mut restore = target::start_restore(&kv, &args.path, args.force)?;
+        let mut restore = target::start_restore(&kv, &args.path, args.write.force)?;
         let options = ImportOptions {
-            new_versionstamps: args.new_versionstamps,
-            no_expiry: args.no_expiry,
-            no_queue: args.no_queue,
+            new_versionstamps: args.write.new_versionstamps,
+            no_expiry: args.write.no_expiry,
+            no_queue: args.write.no_queue,
         };
         let now_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
         let progress = Progress::new("importing", Some(total));
         let imported = deno_sqlite::import(&conn, &mut restore, options, now_ms, |n| progress.advance(n));
         progress.finish();
         let counts = imported.map_err(|e| CliError::failed(format!("{}: {e}", args.file.display())))?;
-        let last =
-            (!args.new_versionstamps).then(|| stampkv::Versionstamp::from_sequence(counts.data_version));
+        let last = (!args.write.new_versionstamps)
+            .then(|| stampkv::Versionstamp::from_sequence(counts.data_version));
         let summary = restore.finish(last).map_err(|e| target::finish_error(&args.path, e))?;
         Ok::<_, CliError>((summary, counts))
     })();

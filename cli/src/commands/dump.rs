@@ -37,18 +37,8 @@ pub struct LoadArgs {
     /// The database directory (created if missing or empty).
     #[arg(long)]
     path: PathBuf,
-    /// Load into a database that already holds data.
-    #[arg(long)]
-    force: bool,
-    /// Give every entry the load's own new versionstamp instead of the recorded one.
-    #[arg(long)]
-    new_versionstamps: bool,
-    /// Load the entries without their expiry times.
-    #[arg(long)]
-    no_expiry: bool,
-    /// Leave the dump's queued messages out.
-    #[arg(long)]
-    no_queue: bool,
+    #[command(flatten)]
+    write: target::WriteOptions,
 }
 
 /// A one-line report on standard error, shown on a terminal only (like the progress bar).
@@ -143,7 +133,7 @@ pub fn load(args: LoadArgs) -> Result<(), CliError> {
     closed?;
     report(&format!(
         "loaded {entries} entries and {messages} queued messages{}",
-        if header.versionstamps && !args.new_versionstamps { ", versionstamps kept" } else { "" }
+        if header.versionstamps && !args.write.new_versionstamps { ", versionstamps kept" } else { "" }
     ));
     Ok(())
 }
@@ -156,8 +146,8 @@ fn load_into(
     size: Option<u64>,
 ) -> Result<(u64, u64), CliError> {
     let header = reader.header();
-    let keep_versionstamps = header.versionstamps && !args.new_versionstamps;
-    let mut restore = target::start_restore(kv, &args.path, args.force)?;
+    let keep_versionstamps = header.versionstamps && !args.write.new_versionstamps;
+    let mut restore = target::start_restore(kv, &args.path, args.write.force)?;
     let progress = match size {
         Some(size) => Progress::bytes("loading", size),
         None => Progress::new("loading", None),
@@ -171,11 +161,11 @@ fn load_into(
                 None => break,
                 Some(Record::Entry(entry)) => {
                     let versionstamp = if keep_versionstamps { entry.versionstamp } else { None };
-                    let expires_at_ms = if args.no_expiry { None } else { entry.expires_at_ms };
+                    let expires_at_ms = if args.write.no_expiry { None } else { entry.expires_at_ms };
                     restore.entry(&entry.key, &entry.value, versionstamp, expires_at_ms).map_err(at)?;
                 }
                 Some(Record::Message(message)) => {
-                    if !args.no_queue {
+                    if !args.write.no_queue {
                         restore.message(&message).map_err(at)?;
                     }
                 }

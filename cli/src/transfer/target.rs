@@ -6,6 +6,24 @@ use stampkv::engine::Options;
 use stampkv::{Kv, KvError, KvOptions, Restore};
 use std::path::Path;
 
+/// How `load` and `import-deno` write into their database (flattened into both commands'
+/// arguments).
+#[derive(Debug, clap::Args)]
+pub struct WriteOptions {
+    /// Write into a database that already holds data.
+    #[arg(long)]
+    pub force: bool,
+    /// Give every entry this load's own new versionstamp instead of the recorded one.
+    #[arg(long)]
+    pub new_versionstamps: bool,
+    /// Write the entries without their expiry times.
+    #[arg(long)]
+    pub no_expiry: bool,
+    /// Leave the queued messages out.
+    #[arg(long)]
+    pub no_queue: bool,
+}
+
 /// The file every stampkv database directory has (it names the live manifest).
 const CURRENT: &str = "CURRENT";
 

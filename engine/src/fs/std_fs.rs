@@ -6,6 +6,7 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// The operating system's file system.
 #[derive(Debug, Default, Clone, Copy)]
@@ -28,6 +29,9 @@ impl FsFile for File {
         Ok(self.metadata()?.len())
     }
 }
+
+/// How long opening waits for a held `LOCK` before it reports the database as open elsewhere.
+const LOCK_WAIT: Duration = Duration::from_millis(500);
 
 /// An `flock`-style exclusive lock, released when the file is closed.
 struct StdLock {
@@ -74,12 +78,27 @@ impl Fs for StdFs {
     }
     fn lock(&self, path: &Path) -> io::Result<Box<dyn FsLock>> {
         let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)?;
-        match file.try_lock() {
-            Ok(()) => Ok(Box::new(StdLock { _file: file })),
-            Err(TryLockError::WouldBlock) => {
-                Err(io::Error::new(io::ErrorKind::WouldBlock, "the lock is held by another open database"))
+        // An `flock` belongs to the open file description, and a child process shares its
+        // parent's descriptions from `fork` until `exec` closes them (the file is opened
+        // close-on-exec). So a database just closed by a process that is starting another
+        // program on some other thread can stay locked for that moment, a few milliseconds
+        // on a loaded machine. Such a lock is let go soon; a database really open elsewhere
+        // is still refused after LOCK_WAIT.
+        let started = Instant::now();
+        loop {
+            match file.try_lock() {
+                Ok(()) => return Ok(Box::new(StdLock { _file: file })),
+                Err(TryLockError::WouldBlock) if started.elapsed() < LOCK_WAIT => {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Err(TryLockError::WouldBlock) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::WouldBlock,
+                        "the lock is held by another open database",
+                    ))
+                }
+                Err(TryLockError::Error(e)) => return Err(e),
             }
-            Err(TryLockError::Error(e)) => Err(e),
         }
     }
 }
