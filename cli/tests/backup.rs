@@ -15,7 +15,7 @@
 
 mod common;
 
-use common::stampkv;
+use common::{fails_with, stampkv};
 use stampkv::engine::{Options, SyncMode};
 use stampkv::{key, Kv, KvOptions, Value};
 use std::path::Path;
@@ -25,14 +25,6 @@ use std::time::Duration;
 
 fn s(path: &Path) -> &str {
     path.to_str().unwrap()
-}
-
-/// Asserts a failure: exit 1 and one line on stderr containing `needle`.
-fn fails_with(result: (i32, String, String), needle: &str) {
-    let (code, stdout, stderr) = result;
-    assert_eq!(code, 1, "stdout {stdout:?} stderr {stderr:?}");
-    assert_eq!(stderr.lines().count(), 1, "one line: {stderr:?}");
-    assert!(stderr.starts_with("stampkv: error: ") && stderr.contains(needle), "{stderr:?}");
 }
 
 /// The engine sizes of a test: tiny memtables and files, so flushes and compactions run

@@ -16,7 +16,7 @@
 
 mod common;
 
-use common::stampkv;
+use common::{fails_with, stampkv};
 use stampkv::engine::Options;
 use stampkv::{key, Kv, KvOptions, Value};
 use std::collections::BTreeMap;
@@ -24,13 +24,6 @@ use std::path::{Path, PathBuf};
 
 fn run(command: &str, dir: &Path) -> (i32, String, String) {
     stampkv(&[command, "--path", dir.to_str().unwrap()])
-}
-
-fn fails_with(result: (i32, String, String), needle: &str) {
-    let (code, stdout, stderr) = result;
-    assert_eq!(code, 1, "stdout {stdout:?} stderr {stderr:?}");
-    assert_eq!(stderr.lines().count(), 1, "one line: {stderr:?}");
-    assert!(stderr.starts_with("stampkv: error: ") && stderr.contains(needle), "{stderr:?}");
 }
 
 fn kv_options() -> KvOptions {

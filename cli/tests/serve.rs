@@ -31,11 +31,19 @@ struct Target {
     database_id: String,
 }
 
-/// A running `stampkv serve` and its log lines.
+/// A running `stampkv serve` and its log lines; killed when dropped (a failed test leaves
+/// no server behind).
 struct Serving {
     child: Child,
     target: Target,
     log: mpsc::Receiver<String>,
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 fn start(dir: &std::path::Path) -> Serving {

@@ -8,3 +8,11 @@ pub fn stampkv(args: &[&str]) -> (i32, String, String) {
     let text = |b: Vec<u8>| String::from_utf8(b).unwrap();
     (out.status.code().unwrap_or(-1), text(out.stdout), text(out.stderr))
 }
+
+/// Asserts a failure: exit 1 and one line on stderr containing `needle`.
+pub fn fails_with(result: (i32, String, String), needle: &str) {
+    let (code, stdout, stderr) = result;
+    assert_eq!(code, 1, "stdout {stdout:?} stderr {stderr:?}");
+    assert_eq!(stderr.lines().count(), 1, "one line: {stderr:?}");
+    assert!(stderr.starts_with("stampkv: error: ") && stderr.contains(needle), "{stderr:?}");
+}
