@@ -16,13 +16,25 @@ pub struct HttpError {
 }
 
 pub(crate) fn bad(text: impl Into<String>) -> HttpError {
-    HttpError { status: StatusCode::BAD_REQUEST, text: text.into() }
+    HttpError::bad(text)
 }
 
 pub(crate) fn unavailable() -> HttpError {
-    HttpError {
-        status: StatusCode::SERVICE_UNAVAILABLE,
-        text: "The server is temporarially unavailable, try again later.".into(),
+    HttpError::unavailable()
+}
+
+impl HttpError {
+    /// A 400 with `text`.
+    pub fn bad(text: impl Into<String>) -> HttpError {
+        HttpError { status: StatusCode::BAD_REQUEST, text: text.into() }
+    }
+
+    /// The reference server's 503: `The server is temporarially unavailable, try again later.`
+    pub fn unavailable() -> HttpError {
+        HttpError {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            text: "The server is temporarially unavailable, try again later.".into(),
+        }
     }
 }
 

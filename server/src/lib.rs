@@ -18,16 +18,16 @@ mod metadata;
 pub mod metrics;
 pub mod proto;
 mod read;
-mod request;
+pub mod request;
 mod service;
 mod watch;
 mod write;
 
 pub use config::{Config, ConfigError};
 pub use errors::HttpError;
-pub use listen::{router, serve};
+pub use listen::{router, serve, serve_router};
 pub use log::log;
-pub use metadata::rfc3339;
+pub use metadata::{negotiate_version, rfc3339};
 pub use metrics::Metrics;
 pub use service::Server;
 

@@ -39,12 +39,33 @@ pub async fn serve(
     server: Arc<Server>,
     shutdown: impl Future<Output = ()> + Send,
 ) -> std::io::Result<()> {
-    use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
     let app = router(server.clone());
+    let stopping = server.clone();
+    serve_router(
+        listener,
+        app,
+        server.config.header_read_timeout,
+        move || stopping.begin_shutdown(),
+        shutdown,
+    )
+    .await
+}
+
+/// Serves `app` on `listener` (HTTP/1.1 and HTTP/2 without TLS, `TCP_NODELAY`) until
+/// `shutdown` resolves; then calls `on_shutdown` (to end long streams), lets in-flight
+/// requests finish (at most 30 s) and returns.
+pub async fn serve_router(
+    listener: TcpListener,
+    app: Router,
+    header_read_timeout: Duration,
+    on_shutdown: impl FnOnce(),
+    shutdown: impl Future<Output = ()> + Send,
+) -> std::io::Result<()> {
+    use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     // HTTP/1.1 and HTTP/2 (Deno's client speaks HTTP/2 without TLS, with prior knowledge).
     let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-    builder.http1().timer(TokioTimer::new()).header_read_timeout(server.config.header_read_timeout);
+    builder.http1().timer(TokioTimer::new()).header_read_timeout(header_read_timeout);
     builder.http2().timer(TokioTimer::new());
     tokio::pin!(shutdown);
     loop {
@@ -74,7 +95,7 @@ pub async fn serve(
         }
     }
     drop(listener);
-    server.begin_shutdown();
+    on_shutdown();
     if tokio::time::timeout(Duration::from_secs(30), graceful.shutdown()).await.is_err() {
         log("warn", "connections still open after 30 s; stopping anyway", "");
     }

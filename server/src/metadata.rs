@@ -18,21 +18,7 @@ pub(crate) async fn metadata(State(server): State<Arc<Server>>, headers: HeaderM
 async fn metadata_inner(server: &Server, headers: &HeaderMap, body: Body) -> Result<Response, HttpError> {
     authorize(server, headers)?;
     let body = read_body(server, body).await?;
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return Err(bad("The server requires at least protocol version 2. Use Deno 1.38.0 or newer."));
-    }
-    let request: serde_json::Value =
-        serde_json::from_slice(&body).map_err(|e| bad(format!("Invalid metadata exchange request: {e}")))?;
-    let offered = request
-        .get("supportedVersions")
-        .and_then(|v| v.as_array())
-        .ok_or_else(|| bad("Invalid metadata exchange request: missing supportedVersions"))?;
-    let version = [3u64, 2, 1]
-        .into_iter()
-        .find(|v| offered.iter().any(|o| o.as_u64() == Some(*v)))
-        .ok_or_else(|| {
-            bad("The server could not negotiate a protocol version. The server requires protocol version 1, 2 or 3.")
-        })?;
+    let version = negotiate_version(&body)?;
     let url = if version == 1 {
         let host = headers
             .get(header::HOST)
@@ -51,6 +37,27 @@ async fn metadata_inner(server: &Server, headers: &HeaderMap, body: Body) -> Res
         "expiresAt": rfc3339(expires_at),
     });
     Ok(([(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response())
+}
+
+/// Picks the protocol version for a metadata exchange request body
+/// (`{"supportedVersions":[...]}`): the highest of 3, 2 and 1 offered, or a 400 with the
+/// reference server's texts.
+pub fn negotiate_version(body: &[u8]) -> Result<u64, HttpError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Err(bad("The server requires at least protocol version 2. Use Deno 1.38.0 or newer."));
+    }
+    let request: serde_json::Value =
+        serde_json::from_slice(&body).map_err(|e| bad(format!("Invalid metadata exchange request: {e}")))?;
+    let offered = request
+        .get("supportedVersions")
+        .and_then(|v| v.as_array())
+        .ok_or_else(|| bad("Invalid metadata exchange request: missing supportedVersions"))?;
+    [3u64, 2, 1]
+        .into_iter()
+        .find(|v| offered.iter().any(|o| o.as_u64() == Some(*v)))
+        .ok_or_else(|| {
+            bad("The server could not negotiate a protocol version. The server requires protocol version 1, 2 or 3.")
+        })
 }
 
 /// Formats a time as RFC 3339 in UTC with milliseconds.

@@ -1,5 +1,8 @@
 //! What every request shares: the bearer token check (constant time), the bounded body
 //! read, the protocol headers of the data path, protobuf in and out, and the per-request metric.
+//!
+//! The public functions take the expected token and database id as arguments, so that other
+//! KV Connect front ends (a caching edge) check requests exactly as this server does.
 
 use crate::errors::{bad, HttpError};
 use crate::service::Server;
@@ -10,6 +13,12 @@ use prost::Message;
 
 /// Checks `authorization: Bearer <token>` in constant time.
 pub(crate) fn authorize(server: &Server, headers: &HeaderMap) -> Result<(), HttpError> {
+    check_token(&server.config.access_token, headers)
+}
+
+/// Checks that `headers` carry `authorization: Bearer <expected>` (compared in constant time):
+/// 401 `Malformed authorization header.` or `Invalid access token.` otherwise.
+pub fn check_token(expected: &str, headers: &HeaderMap) -> Result<(), HttpError> {
     let unauthorized = |text: &str| HttpError { status: StatusCode::UNAUTHORIZED, text: text.into() };
     let value = headers
         .get(header::AUTHORIZATION)
@@ -17,7 +26,7 @@ pub(crate) fn authorize(server: &Server, headers: &HeaderMap) -> Result<(), Http
         .ok_or_else(|| unauthorized("Malformed authorization header."))?;
     let token =
         value.strip_prefix("Bearer ").ok_or_else(|| unauthorized("Malformed authorization header."))?;
-    if constant_time_eq(token.as_bytes(), server.config.access_token.as_bytes()) {
+    if constant_time_eq(token.as_bytes(), expected.as_bytes()) {
         Ok(())
     } else {
         Err(unauthorized("Invalid access token."))
@@ -36,7 +45,11 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 
 /// Reads the body, at most `max_body_bytes` (413 beyond).
 pub(crate) async fn read_body(server: &Server, body: Body) -> Result<Bytes, HttpError> {
-    let max = server.config.max_body_bytes;
+    read_limited(body, server.config.max_body_bytes).await
+}
+
+/// Reads a request body of at most `max` bytes: 413 beyond.
+pub async fn read_limited(body: Body, max: usize) -> Result<Bytes, HttpError> {
     axum::body::to_bytes(body, max).await.map_err(|_| HttpError {
         status: StatusCode::PAYLOAD_TOO_LARGE,
         text: format!("The request body is too large (max {max} bytes)."),
@@ -51,7 +64,13 @@ pub(crate) fn record(server: &Server, kind: &'static str, result: Result<Respons
 
 /// Checks the data path headers; returns the protocol version (1, 2 or 3).
 pub(crate) fn data_path(server: &Server, headers: &HeaderMap) -> Result<u8, HttpError> {
-    authorize(server, headers)?;
+    check_data_path(&server.config.access_token, &server.database_id, headers)
+}
+
+/// Checks a data path request's token, protocol version header and database id; returns
+/// the protocol version (1, 2 or 3). 401 for a bad token, 400 for the rest.
+pub fn check_data_path(token: &str, database_id: &str, headers: &HeaderMap) -> Result<u8, HttpError> {
+    check_token(token, headers)?;
     let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
     let (version, id) = match (header("x-denokv-version"), header("x-transaction-domain-id")) {
         (Some("2"), _) => (2, header("x-denokv-database-id")),
@@ -62,21 +81,22 @@ pub(crate) fn data_path(server: &Server, headers: &HeaderMap) -> Result<u8, Http
         (None, Some(id)) => (1, Some(id)),
         (None, None) => return Err(bad("Missing x-denokv-version header.")),
     };
-    if id != Some(server.database_id.as_str()) {
+    if id != Some(database_id) {
         return Err(bad("Invalid database id."));
     }
     Ok(version)
 }
 
 /// Decodes a protobuf request body; an empty or undecodable body is a 400.
-pub(crate) fn decode<M: Message + Default>(body: &[u8]) -> Result<M, HttpError> {
+pub fn decode<M: Message + Default>(body: &[u8]) -> Result<M, HttpError> {
     if body.is_empty() {
         return Err(bad("The request body is empty."));
     }
     M::decode(body).map_err(|e| bad(format!("The request body is not a valid protobuf message: {e}")))
 }
 
-pub(crate) fn protobuf(message: &impl Message) -> Response {
+/// A 200 answer carrying `message` as `application/x-protobuf`.
+pub fn protobuf(message: &impl Message) -> Response {
     ([(header::CONTENT_TYPE, "application/x-protobuf")], message.encode_to_vec()).into_response()
 }
 
