@@ -16,7 +16,7 @@ mod listen;
 mod log;
 mod metadata;
 pub mod metrics;
-pub mod proto;
+pub use stampkv_proto as proto;
 mod read;
 pub mod request;
 mod service;

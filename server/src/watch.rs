@@ -12,7 +12,6 @@ use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use prost::Message;
 use stampkv::remote::RawEntry;
 use stampkv::Versionstamp;
 use std::convert::Infallible;
@@ -81,7 +80,7 @@ fn watch_loop(
     while !server.shutting_down.load(Ordering::SeqCst) && !tx.is_closed() {
         let frame = match watch.next_timeout(Duration::from_millis(200)) {
             None if last_sent.elapsed() >= server.config.keepalive_interval => {
-                Bytes::from_static(&[0, 0, 0, 0])
+                Bytes::from_static(&proto::frame::PING)
             }
             None => continue,
             Some(Err(e)) => {
@@ -106,11 +105,8 @@ fn watch_loop(
                     })
                     .collect();
                 last = Some(stamps);
-                let message = proto::WatchOutput { status: proto::SR_SUCCESS, keys }.encode_to_vec();
-                let mut frame = Vec::with_capacity(4 + message.len());
-                frame.extend_from_slice(&u32::try_from(message.len()).unwrap_or(u32::MAX).to_le_bytes());
-                frame.extend_from_slice(&message);
-                Bytes::from(frame)
+                let output = proto::WatchOutput { status: proto::SR_SUCCESS, keys };
+                Bytes::from(proto::frame::encode_frame(&output))
             }
         };
         if tx.blocking_send(frame).is_err() {

@@ -185,6 +185,14 @@ pub const VE_V8: i32 = 1;
 pub const VE_LE64: i32 = 2;
 /// `ValueEncoding::VE_BYTES`.
 pub const VE_BYTES: i32 = 3;
+/// `SnapshotReadStatus::SR_UNSPECIFIED`.
+pub const SR_UNSPECIFIED: i32 = 0;
+/// `SnapshotReadStatus::SR_READ_DISABLED`.
+pub const SR_READ_DISABLED: i32 = 2;
+/// `AtomicWriteStatus::AW_UNSPECIFIED`.
+pub const AW_UNSPECIFIED: i32 = 0;
+/// `AtomicWriteStatus::AW_WRITE_DISABLED`.
+pub const AW_WRITE_DISABLED: i32 = 5;
 
 #[cfg(test)]
 mod tests {
