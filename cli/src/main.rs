@@ -13,7 +13,7 @@ mod value_display;
 mod value_json;
 
 use clap::{Parser, Subcommand};
-use commands::{backup, data, deno_sqlite, dump, maintenance, serve};
+use commands::{backup, data, deno_sqlite, dump, edge, maintenance, serve};
 use std::process::ExitCode;
 
 /// stampkv: a crash-safe key-value database with Deno KV's data model.
@@ -28,6 +28,8 @@ struct Cli {
 enum Command {
     /// Serve a database directory over KV Connect (Deno's remote KV protocol).
     Serve(serve::ServeArgs),
+    /// Serve a caching edge in front of a KV Connect upstream (a primary or another edge).
+    Edge(edge::EdgeArgs),
     /// Print the value stored under a key.
     Get(data::GetArgs),
     /// Store a value under a key.
@@ -61,6 +63,7 @@ enum Command {
 fn main() -> ExitCode {
     let result = match Cli::parse().command {
         Command::Serve(args) => serve::run(args),
+        Command::Edge(args) => edge::run(args),
         Command::Get(args) => data::get(args),
         Command::Set(args) => data::set(args),
         Command::Delete(args) => data::delete(args),

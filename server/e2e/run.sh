@@ -2,7 +2,9 @@
 # End-to-end test of `stampkv serve` with real Deno 2.9.6 and the @deno/kv npm client:
 #  1. Deno's and Node's test programs against a fresh server (every remote-capable operation);
 #  2. Deno's view of the data equals an in-process `Kv` read of the directory after a clean stop;
-#  3. kill -9 of the server while Deno commits: after a restart every acknowledged commit is there.
+#  3. kill -9 of the server while Deno commits: after a restart every acknowledged commit is there;
+#  4. `stampkv edge` in front of a server: @deno/kv's eventual reads are answered by the edge and
+#     its strong reads and writes reach the server (counted on both), and programs 1 pass through it.
 # Needs node and npm; installs deno@2.9.6 and @deno/kv into server/e2e/node_modules (not committed).
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -28,7 +30,9 @@ dump_json="$root/target/debug/examples/dump_json"
 scratch="$(mktemp -d)"
 server_pid=""
 writer_pid=""
+edge_pid=""
 cleanup() {
+  [ -n "$edge_pid" ] && kill -9 "$edge_pid" 2>/dev/null || true
   [ -n "$writer_pid" ] && kill -9 "$writer_pid" 2>/dev/null || true
   [ -n "$server_pid" ] && kill -9 "$server_pid" 2>/dev/null || true
   rm -rf "$scratch"
@@ -36,18 +40,24 @@ cleanup() {
 trap cleanup EXIT
 
 export DENO_KV_ACCESS_TOKEN="e2e-token-$RANDOM-$RANDOM-$RANDOM"
-# start_server DIR LOG: starts `stampkv serve` on a free loopback port; sets server_pid and STAMPKV_URL.
-start_server() {
-  "$stampkv" serve --path "$1" --addr 127.0.0.1:0 --access-token "$DENO_KV_ACCESS_TOKEN" 2>"$2" &
-  server_pid=$!
+# wait_for_address PID LOG: waits for a "listening" log line; prints the address.
+wait_for_address() {
   for _ in $(seq 1 100); do
     if grep -q 'msg="listening"' "$2"; then break; fi
-    kill -0 "$server_pid" 2>/dev/null || { cat "$2" >&2; fail "the server exited at start"; }
+    kill -0 "$1" 2>/dev/null || { cat "$2" >&2; fail "the process exited at start"; }
     sleep 0.1
   done
   local addr
   addr="$(grep -o 'addr=127\.0\.0\.1:[0-9]*' "$2" | head -1 | cut -d= -f2)"
-  [ -n "$addr" ] || { cat "$2" >&2; fail "the server did not report its address"; }
+  [ -n "$addr" ] || { cat "$2" >&2; fail "the process did not report its address"; }
+  echo "$addr"
+}
+# start_server DIR LOG: starts `stampkv serve` on a free loopback port; sets server_pid and STAMPKV_URL.
+start_server() {
+  "$stampkv" serve --path "$1" --addr 127.0.0.1:0 --access-token "$DENO_KV_ACCESS_TOKEN" 2>"$2" &
+  server_pid=$!
+  local addr
+  addr="$(wait_for_address "$server_pid" "$2")"
   export STAMPKV_URL="http://$addr"
   echo "e2e: server $server_pid at $STAMPKV_URL"
 }
@@ -90,5 +100,23 @@ echo "e2e: killed the server after $(wc -l <"$scratch/acks") acknowledged commit
 start_server "$scratch/killdb" "$scratch/kill2.log"
 "$deno" run --unstable-kv -A "$e2e/deno_kill.ts" check "$scratch/acks"
 stop_server "$scratch/kill2.log"
+
+echo "e2e: 4. an edge in front of the server: @deno/kv's eventual reads stay there, and both test programs pass through it"
+start_server "$scratch/edgedb" "$scratch/primary.log"
+export STAMPKV_PRIMARY_URL="$STAMPKV_URL"
+"$stampkv" edge --upstream "$STAMPKV_PRIMARY_URL" --addr 127.0.0.1:0 --access-token "$DENO_KV_ACCESS_TOKEN" 2>"$scratch/edge.log" &
+edge_pid=$!
+edge_addr="$(wait_for_address "$edge_pid" "$scratch/edge.log")"
+export STAMPKV_EDGE_URL="http://$edge_addr"
+echo "e2e: edge $edge_pid at $STAMPKV_EDGE_URL"
+node --test "$e2e/edge_node_test.mjs"
+STAMPKV_URL="$STAMPKV_EDGE_URL" "$deno" test --unstable-kv -A "$e2e/deno_test.ts"
+STAMPKV_URL="$STAMPKV_EDGE_URL" node --test "$e2e/node_test.mjs"
+kill -TERM "$edge_pid"
+status=0
+wait "$edge_pid" || status=$?
+edge_pid=""
+[ "$status" -eq 0 ] || { cat "$scratch/edge.log" >&2; fail "the edge exited with status $status after SIGTERM"; }
+stop_server "$scratch/primary.log"
 
 echo "e2e: all passed"

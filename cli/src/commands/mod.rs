@@ -4,5 +4,6 @@ pub mod backup;
 pub mod data;
 pub mod deno_sqlite;
 pub mod dump;
+pub mod edge;
 pub mod maintenance;
 pub mod serve;

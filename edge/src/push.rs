@@ -1,0 +1,115 @@
+//! Push mode: the edge subscribes upstream (`watch`) to the keys it caches, in groups of up
+//! to ten (the most one watch may name), and applies every change as it is committed.
+//!
+//! While a group's stream is live, its keys' cached answers count as fresh beyond the TTL:
+//! a change would have arrived. When the stream fails the keys fall back to the TTL at once
+//! and the group reconnects; the first frame after a reconnect brings every key up to date.
+//! Groups whose keys have all left the cache are closed. At most `push_keys` keys are
+//! subscribed; keys beyond that are served by TTL alone.
+
+use crate::cache::RangeKey;
+use crate::service::Edge;
+use futures_util::StreamExt;
+use std::collections::HashSet;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::task::AbortHandle;
+
+/// Keys per upstream watch (Deno's limit on one watch).
+const GROUP_SIZE: usize = 10;
+/// How often newly cached keys are picked up.
+const TICK: Duration = Duration::from_millis(50);
+/// Every this many ticks, groups with no cached key left are closed.
+const SWEEP_EVERY: u32 = 20;
+
+/// One upstream watch of push mode; dropping it stops the watch.
+struct Group {
+    keys: Vec<Vec<u8>>,
+    task: AbortHandle,
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Runs push mode until the edge shuts down.
+pub(crate) async fn run(edge: Arc<Edge>) {
+    let mut groups: Vec<Group> = Vec::new();
+    let mut subscribed: HashSet<Vec<u8>> = HashSet::new();
+    let mut ticks = 0u32;
+    let mut interval = tokio::time::interval(TICK);
+    while !edge.shutting_down.load(Ordering::SeqCst) {
+        interval.tick().await;
+        let queued: Vec<Vec<u8>> = edge.store.lock().push_queue.drain(..).collect();
+        let mut batch: Vec<Vec<u8>> = Vec::new();
+        for key in queued {
+            if subscribed.len() >= edge.config.push_keys {
+                break;
+            }
+            if subscribed.insert(key.clone()) {
+                batch.push(key);
+            }
+            if batch.len() == GROUP_SIZE {
+                groups.push(start_group(&edge, std::mem::take(&mut batch)));
+            }
+        }
+        if !batch.is_empty() {
+            groups.push(start_group(&edge, batch));
+        }
+        ticks += 1;
+        if ticks % SWEEP_EVERY == 0 {
+            close_idle_groups(&edge, &mut groups, &mut subscribed);
+        }
+    }
+}
+
+fn start_group(edge: &Arc<Edge>, keys: Vec<Vec<u8>>) -> Group {
+    let task = tokio::spawn(follow_group(edge.clone(), keys.clone()));
+    Group { keys, task: task.abort_handle() }
+}
+
+/// Closes the groups none of whose keys is cached any more.
+fn close_idle_groups(edge: &Edge, groups: &mut Vec<Group>, subscribed: &mut HashSet<Vec<u8>>) {
+    let mut store = edge.store.lock();
+    groups.retain(|group| {
+        let live = group.keys.iter().any(|k| store.cache.contains(&RangeKey::Point(k.clone())));
+        if !live {
+            for key in &group.keys {
+                subscribed.remove(key);
+                store.pushed.remove(key);
+            }
+        }
+        live
+    });
+}
+
+/// Follows one group's upstream watch, reconnecting with a growing delay.
+async fn follow_group(edge: Arc<Edge>, keys: Vec<Vec<u8>>) {
+    let mut delay = Duration::from_millis(100);
+    loop {
+        if let Ok(mut stream) = edge.upstream.watch_raw(keys.clone()).await {
+            edge.metrics.upstream_watches.add(1);
+            while let Some(Ok(output)) = stream.next().await {
+                if output.status != stampkv_proto::SR_SUCCESS || output.keys.len() != keys.len() {
+                    continue;
+                }
+                delay = Duration::from_millis(100);
+                for (key, update) in keys.iter().zip(output.keys) {
+                    if update.changed {
+                        edge.apply_change(key, update.entry_if_changed, true);
+                    }
+                }
+            }
+            // The stream ended: changes may be missed from now on, so the TTL rules again.
+            let mut store = edge.store.lock();
+            for key in &keys {
+                store.pushed.remove(key);
+            }
+        }
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(Duration::from_secs(5));
+    }
+}

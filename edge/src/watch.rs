@@ -1,0 +1,235 @@
+//! `watch` on either endpoint, fanned out: every client watching the same keys at this edge
+//! shares one upstream watch stream.
+//!
+//! A shared watch keeps the latest state of its keys. A client joining late first gets that
+//! state as one frame with every key marked changed (what a new watch stream starts with),
+//! then the changes as they come. Frames are recomputed against the kept state, so a
+//! reconnect upstream (whose first frame repeats every key) wakes no client unless
+//! something changed meanwhile. Changes also update this edge's cache.
+
+use crate::read::record;
+use crate::service::Edge;
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use futures_util::StreamExt;
+use parking_lot::Mutex;
+use stampkv_proto as proto;
+use stampkv_proto::frame::{encode_frame, PING};
+use stampkv_server::request::{check_data_path, decode, read_limited};
+use stampkv_server::{HttpError, MAX_READ_KEY_BYTES};
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::broadcast;
+use tokio::task::AbortHandle;
+
+/// Most keys one watch may name (Deno's limit).
+const MAX_WATCHED_KEYS: usize = 10;
+/// Frames a slow client may fall behind before it is sent the whole state instead.
+const FRAME_BACKLOG: usize = 64;
+
+/// The shared watches, by their list of encoded keys.
+#[derive(Debug, Default)]
+pub(crate) struct WatchHub {
+    shared: Mutex<HashMap<Vec<Vec<u8>>, Arc<SharedWatch>>>,
+}
+
+impl WatchHub {
+    /// How many upstream watches are shared now.
+    pub(crate) fn len(&self) -> usize {
+        self.shared.lock().len()
+    }
+}
+
+/// One upstream watch and what its clients share.
+#[derive(Debug)]
+pub(crate) struct SharedWatch {
+    keys: Vec<Vec<u8>>,
+    state: Mutex<SharedState>,
+    frames: broadcast::Sender<Bytes>,
+    task: Mutex<Option<AbortHandle>>,
+}
+
+#[derive(Debug, Default)]
+struct SharedState {
+    /// The latest entry of every key (`None` inside: absent); `None` before the first frame.
+    entries: Option<Vec<Option<proto::KvEntry>>>,
+    subscribers: usize,
+}
+
+impl SharedWatch {
+    /// A frame marking every key changed with its kept state, if the state is known.
+    fn full_frame(&self) -> Option<Bytes> {
+        let state = self.state.lock();
+        let entries = state.entries.as_ref()?;
+        let keys = entries
+            .iter()
+            .map(|entry| proto::WatchKeyOutput { changed: true, entry_if_changed: entry.clone() })
+            .collect();
+        Some(Bytes::from(encode_frame(&proto::WatchOutput { status: proto::SR_SUCCESS, keys })))
+    }
+
+    /// Takes in one upstream frame: updates the kept state and the edge's cache, and sends
+    /// the clients what changed (nothing if nothing did).
+    fn take_in(&self, edge: &Edge, output: proto::WatchOutput) {
+        if output.status != proto::SR_SUCCESS || output.keys.len() != self.keys.len() {
+            return;
+        }
+        let mut state = self.state.lock();
+        let first = state.entries.is_none();
+        let mut entries = state.entries.take().unwrap_or_else(|| vec![None; self.keys.len()]);
+        let mut keys = Vec::with_capacity(self.keys.len());
+        let mut any_change = first;
+        for ((key, update), kept) in self.keys.iter().zip(output.keys).zip(entries.iter_mut()) {
+            let stamp = |e: &Option<proto::KvEntry>| e.as_ref().map(|e| e.versionstamp.clone());
+            let changed = update.changed && (first || stamp(&update.entry_if_changed) != stamp(kept));
+            if changed {
+                edge.apply_change(key, update.entry_if_changed.clone(), false);
+                *kept = update.entry_if_changed;
+                any_change = true;
+            }
+            keys.push(proto::WatchKeyOutput {
+                changed,
+                entry_if_changed: if changed { kept.clone() } else { None },
+            });
+        }
+        state.entries = Some(entries);
+        if any_change {
+            let frame = encode_frame(&proto::WatchOutput { status: proto::SR_SUCCESS, keys });
+            // No receiver is fine: the last client may just have left.
+            let _ = self.frames.send(Bytes::from(frame));
+        }
+    }
+}
+
+/// Follows the upstream watch for as long as the shared watch has clients, reconnecting
+/// with a growing delay (100 ms to 5 s) when it fails.
+async fn follow_upstream(edge: Arc<Edge>, shared: Arc<SharedWatch>) {
+    let mut delay = Duration::from_millis(100);
+    loop {
+        if let Ok(mut stream) = edge.upstream.watch_raw(shared.keys.clone()).await {
+            edge.metrics.upstream_watches.add(1);
+            while let Some(Ok(output)) = stream.next().await {
+                delay = Duration::from_millis(100);
+                shared.take_in(&edge, output);
+            }
+        }
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(Duration::from_secs(5));
+    }
+}
+
+/// A client's place in a shared watch; leaving last stops the upstream watch.
+struct Subscription {
+    edge: Arc<Edge>,
+    shared: Arc<SharedWatch>,
+}
+
+impl Subscription {
+    fn join(edge: &Arc<Edge>, keys: Vec<Vec<u8>>) -> (Subscription, broadcast::Receiver<Bytes>) {
+        let mut hub = edge.watches.shared.lock();
+        let shared = hub
+            .entry(keys.clone())
+            .or_insert_with(|| {
+                let (frames, _) = broadcast::channel(FRAME_BACKLOG);
+                let shared = Arc::new(SharedWatch {
+                    keys,
+                    state: Mutex::new(SharedState::default()),
+                    frames,
+                    task: Mutex::new(None),
+                });
+                let task = tokio::spawn(follow_upstream(edge.clone(), shared.clone()));
+                *shared.task.lock() = Some(task.abort_handle());
+                shared
+            })
+            .clone();
+        // Subscribing under the state lock: no frame falls between the kept state and the
+        // receiver.
+        let receiver = {
+            let mut state = shared.state.lock();
+            state.subscribers += 1;
+            shared.frames.subscribe()
+        };
+        (Subscription { edge: edge.clone(), shared }, receiver)
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        self.edge.open_watches.fetch_sub(1, Ordering::SeqCst);
+        let mut hub = self.edge.watches.shared.lock();
+        let mut state = self.shared.state.lock();
+        state.subscribers = state.subscribers.saturating_sub(1);
+        if state.subscribers == 0 {
+            if hub.get(&self.shared.keys).is_some_and(|s| Arc::ptr_eq(s, &self.shared)) {
+                hub.remove(&self.shared.keys);
+            }
+            if let Some(task) = self.shared.task.lock().take() {
+                task.abort();
+            }
+        }
+    }
+}
+
+/// `POST /v2/watch` and `/eventual/watch`.
+pub(crate) async fn watch(State(edge): State<Arc<Edge>>, headers: HeaderMap, body: Body) -> Response {
+    let result = watch_inner(&edge, &headers, body).await;
+    record(&edge, "watch", result)
+}
+
+async fn watch_inner(edge: &Arc<Edge>, headers: &HeaderMap, body: Body) -> Result<Response, HttpError> {
+    if check_data_path(&edge.config.access_token, &edge.database_id, headers)? < 3 {
+        return Err(HttpError::bad("Watch needs protocol version 3."));
+    }
+    let request: proto::Watch = decode(&read_limited(body, edge.config.max_body_bytes).await?)?;
+    if request.keys.len() > MAX_WATCHED_KEYS {
+        return Err(HttpError::bad(format!("Too many keys to watch (max {MAX_WATCHED_KEYS}).")));
+    }
+    let mut keys = Vec::with_capacity(request.keys.len());
+    for key in request.keys {
+        if key.key.len() > MAX_READ_KEY_BYTES {
+            return Err(HttpError::bad("A key exceeds the key size limit."));
+        }
+        stampkv::Key::decode(&key.key).map_err(|e| HttpError::bad(format!("Invalid watch key: {e}.")))?;
+        keys.push(key.key);
+    }
+    if edge.shutting_down.load(Ordering::SeqCst) {
+        return Err(HttpError::unavailable());
+    }
+    if edge.open_watches.fetch_add(1, Ordering::SeqCst) >= edge.config.max_watches {
+        edge.open_watches.fetch_sub(1, Ordering::SeqCst);
+        return Err(HttpError { status: StatusCode::SERVICE_UNAVAILABLE, text: "Too many open watch streams.".into() });
+    }
+    edge.metrics.client_watches.add(1);
+    let (subscription, receiver) = Subscription::join(edge, keys);
+    let first = subscription.shared.full_frame();
+    let keepalive = edge.config.keepalive_interval;
+    let stream = futures_util::stream::unfold(
+        (subscription, receiver, first),
+        move |(subscription, mut receiver, mut first)| async move {
+            if let Some(frame) = first.take() {
+                return Some((Ok::<_, Infallible>(frame), (subscription, receiver, first)));
+            }
+            if subscription.edge.shutting_down.load(Ordering::SeqCst) {
+                return None;
+            }
+            let frame = tokio::select! {
+                received = receiver.recv() => match received {
+                    Ok(frame) => frame,
+                    // Fallen behind: the whole state says everything the skipped frames did.
+                    Err(broadcast::error::RecvError::Lagged(_)) => {
+                        subscription.shared.full_frame().unwrap_or_else(|| Bytes::from_static(&PING))
+                    }
+                    Err(broadcast::error::RecvError::Closed) => return None,
+                },
+                () = tokio::time::sleep(keepalive) => Bytes::from_static(&PING),
+            };
+            Some((Ok(frame), (subscription, receiver, first)))
+        },
+    );
+    Ok(([(header::CONTENT_TYPE, "application/octet-stream")], Body::from_stream(stream)).into_response())
+}

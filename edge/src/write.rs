@@ -1,0 +1,42 @@
+//! `atomic_write` on either endpoint: forwarded upstream; once it committed, the cached
+//! entries of every key it wrote are dropped, so this edge's next read sees the write.
+
+use crate::read::{record, upstream_error};
+use crate::service::Edge;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::Response;
+use stampkv_proto as proto;
+use stampkv_server::request::{check_data_path, decode, protobuf, read_limited};
+use std::sync::Arc;
+
+/// `POST /v2/atomic_write` (and `/eventual/atomic_write`).
+pub(crate) async fn atomic_write(State(edge): State<Arc<Edge>>, headers: HeaderMap, body: Body) -> Response {
+    let result = async {
+        check_data_path(&edge.config.access_token, &edge.database_id, &headers)?;
+        let request: proto::AtomicWrite = decode(&read_limited(body, edge.config.max_body_bytes).await?)?;
+        edge.metrics.upstream_writes.add(1);
+        let output = edge.upstream.atomic_write_raw(&request).await.map_err(|e| upstream_error(&edge, &e))?;
+        if output.status == proto::AW_SUCCESS {
+            edge.forget_written(&request);
+        }
+        Ok(protobuf(&output))
+    }
+    .await;
+    record(&edge, "atomic_write", result)
+}
+
+impl Edge {
+    /// Drops what the committed `write` may have made stale here.
+    fn forget_written(&self, write: &proto::AtomicWrite) {
+        for mutation in &write.mutations {
+            if mutation.mutation_type == proto::M_SET_SUFFIX_VERSIONSTAMPED_KEY {
+                // The key gets a suffix chosen at commit: any cached range may now hold it.
+                self.invalidate_all_ranges();
+            } else {
+                self.invalidate(&mutation.key);
+            }
+        }
+    }
+}
