@@ -148,7 +148,10 @@ async fn start_fake() -> Arc<Fake> {
 }
 
 fn quick(attempts: u32) -> ConnectOptions {
-    ConnectOptions { retry: Retry { attempts, base_delay: Duration::from_millis(5) }, ..ConnectOptions::new(TOKEN) }
+    ConnectOptions {
+        retry: Retry { attempts, base_delay: Duration::from_millis(5) },
+        ..ConnectOptions::new(TOKEN)
+    }
 }
 
 #[tokio::test]

@@ -4,7 +4,9 @@
 #![allow(dead_code, reason = "each test file uses a part")]
 
 use futures_util::StreamExt;
-use stampkv::{key, CommitResult, Consistency, Key, Kv, KvOptions, KvValue, ListOptions, Selector, SetOptions, Value};
+use stampkv::{
+    key, CommitResult, Consistency, Key, Kv, KvOptions, KvValue, ListOptions, Selector, SetOptions, Value,
+};
 use stampkv_client::{ConnectOptions, RemoteError, RemoteKv, Retry};
 use stampkv_server::{serve, Config, Server};
 use std::sync::Arc;
@@ -63,12 +65,21 @@ pub fn text(s: &str) -> Value {
 }
 
 async fn within<T>(what: &str, future: impl std::future::Future<Output = T>) -> T {
-    tokio::time::timeout(Duration::from_secs(15), future).await.unwrap_or_else(|_| panic!("{what}: timed out"))
+    tokio::time::timeout(Duration::from_secs(15), future)
+        .await
+        .unwrap_or_else(|_| panic!("{what}: timed out"))
 }
 
 /// Lists and returns the keys' last parts as strings or numbers, for compact assertions.
 async fn list_keys(kv: &RemoteKv, selector: &Selector, options: &ListOptions) -> Vec<Key> {
-    kv.list::<KvValue>(selector, options).unwrap().collect().await.unwrap().into_iter().map(|e| e.key).collect()
+    kv.list::<KvValue>(selector, options)
+        .unwrap()
+        .collect()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.key)
+        .collect()
 }
 
 fn user(i: i32) -> Key {
@@ -113,7 +124,10 @@ pub async fn scenario(kv: &RemoteKv, prompt_expiry: bool) {
     let range = list_keys(kv, &Selector::range(user(5), user(9)), &ListOptions::default()).await;
     assert_eq!(range, (5..9).map(user).collect::<Vec<_>>());
     let in_prefix = Selector::prefix(key!["users"]).with_start(user(20));
-    assert_eq!(list_keys(kv, &in_prefix, &ListOptions::default()).await, (20..25).map(user).collect::<Vec<_>>());
+    assert_eq!(
+        list_keys(kv, &in_prefix, &ListOptions::default()).await,
+        (20..25).map(user).collect::<Vec<_>>()
+    );
 
     let before = kv.stats().snapshot_reads;
     let first = ListOptions { limit: Some(10), batch_size: Some(4), ..ListOptions::default() };
@@ -127,7 +141,8 @@ pub async fn scenario(kv: &RemoteKv, prompt_expiry: bool) {
     assert_eq!(kv.stats().snapshot_reads - before, 3, "batches of 4 for 10 entries");
     let cursor = list.cursor().unwrap();
     assert!(!cursor.is_empty());
-    let rest_options = ListOptions { cursor: Some(cursor.clone()), batch_size: Some(7), ..ListOptions::default() };
+    let rest_options =
+        ListOptions { cursor: Some(cursor.clone()), batch_size: Some(7), ..ListOptions::default() };
     let mut rest = kv.list::<Value>(&prefix, &rest_options).unwrap();
     let mut tail = Vec::new();
     while let Some(entry) = rest.next().await {
@@ -137,10 +152,16 @@ pub async fn scenario(kv: &RemoteKv, prompt_expiry: bool) {
     assert_eq!(rest.cursor().unwrap(), "", "exhausted");
     let back = ListOptions { cursor: Some(cursor), reverse: true, limit: Some(3), ..ListOptions::default() };
     assert_eq!(list_keys(kv, &prefix, &back).await, vec![user(8), user(7), user(6)]);
-    let e = kv.list::<Value>(&prefix, &ListOptions { batch_size: Some(1001), ..ListOptions::default() }).unwrap_err();
+    let e = kv
+        .list::<Value>(&prefix, &ListOptions { batch_size: Some(1001), ..ListOptions::default() })
+        .unwrap_err();
     assert_eq!(e.to_string(), "Too many entries (max 1000)");
-    let streamed: Vec<_> =
-        kv.list::<Value>(&Selector::range(user(0), user(3)), &ListOptions::default()).unwrap().into_stream().collect().await;
+    let streamed: Vec<_> = kv
+        .list::<Value>(&Selector::range(user(0), user(3)), &ListOptions::default())
+        .unwrap()
+        .into_stream()
+        .collect()
+        .await;
     assert_eq!(streamed.len(), 3);
 
     // atomic: checks that hold and that fail
@@ -182,7 +203,8 @@ pub async fn scenario(kv: &RemoteKv, prompt_expiry: bool) {
         };
         match atomic.commit().await {
             Err(RemoteError::Http { status: 400, body }) => {
-                let wanted = format!("Failed to perform {expected} mutation on a non-U64 value in the database");
+                let wanted =
+                    format!("Failed to perform {expected} mutation on a non-U64 value in the database");
                 assert!(body.contains(&wanted), "{op}: {body}");
             }
             other => panic!("{op} on a string: {other:?}"),
@@ -211,7 +233,12 @@ pub async fn scenario(kv: &RemoteKv, prompt_expiry: bool) {
     // versionstamped keys
     let r = kv.atomic().set_versionstamped_key(&key!["vk"], &text("first")).commit().await.unwrap();
     let stamp = r.versionstamp().unwrap();
-    let vk = kv.list::<Value>(&Selector::prefix(key!["vk"]), &ListOptions::default()).unwrap().collect().await.unwrap();
+    let vk = kv
+        .list::<Value>(&Selector::prefix(key!["vk"]), &ListOptions::default())
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
     assert_eq!(vk.len(), 1);
     assert_eq!(vk[0].key, key!["vk", stamp.to_hex().as_str()]);
     assert_eq!(vk[0].versionstamp, stamp);
