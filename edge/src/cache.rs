@@ -216,7 +216,8 @@ impl Cache {
         }
         let is_range = matches!(key, RangeKey::Range { .. });
         let span = key.span(&answer);
-        let slot = Slot { key: key.clone(), span, answer, charge, visited: false, newer: None, older: self.newest };
+        let slot =
+            Slot { key: key.clone(), span, answer, charge, visited: false, newer: None, older: self.newest };
         let index = match self.free.pop() {
             Some(index) => {
                 if let Some(place) = self.slots.get_mut(index) {
@@ -258,8 +259,12 @@ impl Cache {
     /// Drops every entry whose answer a change of encoded `key` could alter: its point entry
     /// and every cached range whose span holds it. Returns how many were dropped.
     pub fn invalidate(&mut self, key: &[u8]) -> usize {
-        let mut doomed: Vec<usize> =
-            self.ranges.iter().copied().filter(|&i| self.slot(i).is_some_and(|s| s.depends_on(key))).collect();
+        let mut doomed: Vec<usize> = self
+            .ranges
+            .iter()
+            .copied()
+            .filter(|&i| self.slot(i).is_some_and(|s| s.depends_on(key)))
+            .collect();
         if let Some(&index) = self.map.get(&RangeKey::Point(key.to_vec())) {
             doomed.push(index);
         }
@@ -404,7 +409,11 @@ mod tests {
     use super::*;
 
     fn answer(len: usize) -> Answer {
-        Answer { body: Bytes::from(vec![7u8; len]), entries: usize::from(len > 0), fetched_at: Instant::now() }
+        Answer {
+            body: Bytes::from(vec![7u8; len]),
+            entries: usize::from(len > 0),
+            fetched_at: Instant::now(),
+        }
     }
 
     fn point(n: u32) -> RangeKey {
@@ -492,7 +501,12 @@ mod tests {
         let found = |keys: &[&[u8]]| {
             let values = keys
                 .iter()
-                .map(|k| stampkv_proto::KvEntry { key: k.to_vec(), value: vec![], encoding: 3, versionstamp: vec![0; 10] })
+                .map(|k| stampkv_proto::KvEntry {
+                    key: k.to_vec(),
+                    value: vec![],
+                    encoding: 3,
+                    versionstamp: vec![0; 10],
+                })
                 .collect();
             let body = Bytes::from(stampkv_proto::ReadRangeOutput { values }.encode_to_vec());
             Answer { body, entries: keys.len(), fetched_at: Instant::now() }

@@ -64,7 +64,8 @@ impl Edge {
     pub(crate) fn refresh(self: &Arc<Self>, keys: Vec<RangeKey>) {
         let mut flights = self.flights.lock();
         let mut seen = HashSet::new();
-        let fresh: Vec<RangeKey> = keys.into_iter().filter(|k| !flights.contains_key(k) && seen.insert(k.clone())).collect();
+        let fresh: Vec<RangeKey> =
+            keys.into_iter().filter(|k| !flights.contains_key(k) && seen.insert(k.clone())).collect();
         if fresh.is_empty() {
             return;
         }
@@ -86,7 +87,9 @@ impl Edge {
             edge.metrics.upstream_reads.add(1);
             let result = edge.upstream.snapshot_read_raw(&request, Consistency::Eventual).await;
             let outcome = match result {
-                Ok(output) if output.ranges.len() == keys.len() => Ok(Arc::new(edge.settle(&keys, since, &output))),
+                Ok(output) if output.ranges.len() == keys.len() => {
+                    Ok(Arc::new(edge.settle(&keys, since, &output)))
+                }
                 Ok(_) => Err(Arc::new(RemoteError::Protocol(
                     "the upstream answered a different number of ranges than asked".into(),
                 ))),
@@ -102,7 +105,9 @@ impl Edge {
             outcome
         });
         async move {
-            task.await.unwrap_or_else(|e| Err(Arc::new(RemoteError::Protocol(format!("the fill task failed: {e}")))))
+            task.await.unwrap_or_else(|e| {
+                Err(Arc::new(RemoteError::Protocol(format!("the fill task failed: {e}"))))
+            })
         }
         .boxed()
         .shared()

@@ -52,9 +52,14 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let pusher = edge.config.push.then(|| tokio::spawn(push::run(edge.clone())));
     let stopping = edge.clone();
-    let result =
-        stampkv_server::serve_router(listener, router(edge), HEADER_READ_TIMEOUT, move || stopping.begin_shutdown(), shutdown)
-            .await;
+    let result = stampkv_server::serve_router(
+        listener,
+        router(edge),
+        HEADER_READ_TIMEOUT,
+        move || stopping.begin_shutdown(),
+        shutdown,
+    )
+    .await;
     if let Some(pusher) = pusher {
         pusher.abort();
     }

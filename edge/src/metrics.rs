@@ -99,14 +99,23 @@ impl EdgeMetrics {
         out.push_str("# HELP stampkv_edge_requests_total Requests by kind and HTTP status.\n");
         out.push_str("# TYPE stampkv_edge_requests_total counter\n");
         for ((kind, status), count) in self.requests.lock().iter() {
-            let _ = writeln!(out, "stampkv_edge_requests_total{{kind=\"{kind}\",status=\"{status}\"}} {count}");
+            let _ =
+                writeln!(out, "stampkv_edge_requests_total{{kind=\"{kind}\",status=\"{status}\"}} {count}");
         }
         let counters: [(&str, &str, &Counter); 13] = [
             ("hits", "Eventual ranges answered from a fresh cached entry holding data.", &self.hits),
-            ("negative_hits", "Eventual ranges answered from a fresh cached 'not found'.", &self.negative_hits),
+            (
+                "negative_hits",
+                "Eventual ranges answered from a fresh cached 'not found'.",
+                &self.negative_hits,
+            ),
             ("misses", "Eventual ranges without a fresh cached entry.", &self.misses),
             ("coalesced", "Misses that joined an upstream read already in flight.", &self.coalesced),
-            ("stale_served", "Expired entries served while the upstream was unreachable.", &self.stale_served),
+            (
+                "stale_served",
+                "Expired entries served while the upstream was unreachable.",
+                &self.stale_served,
+            ),
             ("refreshes", "Background refreshes of entries read near their expiry.", &self.refreshes),
             ("upstream_reads", "snapshot_read requests sent upstream.", &self.upstream_reads),
             ("upstream_errors", "Upstream reads that failed.", &self.upstream_errors),
@@ -123,10 +132,13 @@ impl EdgeMetrics {
                 counter.get()
             );
         }
-        out.push_str("# HELP stampkv_edge_served_age_seconds Age of cached answers when served (staleness).\n");
+        out.push_str(
+            "# HELP stampkv_edge_served_age_seconds Age of cached answers when served (staleness).\n",
+        );
         out.push_str("# TYPE stampkv_edge_served_age_seconds histogram\n");
         for (bucket, bound) in self.ages.iter().zip(AGE_BUCKETS) {
-            let _ = writeln!(out, "stampkv_edge_served_age_seconds_bucket{{le=\"{bound}\"}} {}", bucket.get());
+            let _ =
+                writeln!(out, "stampkv_edge_served_age_seconds_bucket{{le=\"{bound}\"}} {}", bucket.get());
         }
         let count = self.age_count.get();
         let _ = writeln!(out, "stampkv_edge_served_age_seconds_bucket{{le=\"+Inf\"}} {count}");

@@ -60,7 +60,7 @@ pub(crate) async fn run(edge: Arc<Edge>) {
             groups.push(start_group(&edge, batch));
         }
         ticks += 1;
-        if ticks % SWEEP_EVERY == 0 {
+        if ticks.is_multiple_of(SWEEP_EVERY) {
             close_idle_groups(&edge, &mut groups, &mut subscribed);
         }
     }

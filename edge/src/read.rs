@@ -62,7 +62,8 @@ pub(crate) async fn eventual_read(State(edge): State<Arc<Edge>>, headers: Header
     let result = async {
         let keys = read_request(&edge, &headers, body).await?;
         let answers = edge.read_cached(&keys).await?;
-        Ok(([(header::CONTENT_TYPE, "application/x-protobuf")], wire::eventual_output(&answers)).into_response())
+        Ok(([(header::CONTENT_TYPE, "application/x-protobuf")], wire::eventual_output(&answers))
+            .into_response())
     }
     .await;
     record(&edge, "eventual_read", result)
@@ -123,7 +124,8 @@ impl Edge {
                     if !pushed && age >= refresh_after {
                         refresh.push(key.clone());
                     }
-                    let counter = if found.entries == 0 { &self.metrics.negative_hits } else { &self.metrics.hits };
+                    let counter =
+                        if found.entries == 0 { &self.metrics.negative_hits } else { &self.metrics.hits };
                     counter.add(1);
                     self.metrics.served_age(age);
                     if let Some(slot) = answers.get_mut(i) {

@@ -8,9 +8,9 @@ use crate::invalidations::Invalidations;
 use crate::metrics::{EdgeMetrics, Gauges};
 use crate::watch::WatchHub;
 use crate::wire;
-use stampkv_proto as proto;
 use parking_lot::Mutex;
 use stampkv_client::{ConnectOptions, RemoteError, RemoteKv, Retry};
+use stampkv_proto as proto;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -148,8 +148,9 @@ impl Edge {
     /// A change of encoded `key` learned from a watch stream (`entry`: its new state, `None`
     /// if deleted). If the cached point answer already holds that versionstamp it is only
     /// renewed; otherwise the entries that could hold the key are dropped and fills in flight
-    /// kept from caching. A cached point answer is replaced by the new state, marked as pushed
-    /// (fresh beyond the TTL) when `from_push`.
+    /// kept from caching. A cached point answer is replaced by the new state, and marked as
+    /// pushed (fresh beyond the TTL) when it came from push mode's own subscription; a change
+    /// seen on a client's shared watch leaves that mark as it was.
     pub(crate) fn apply_change(&self, key: &[u8], entry: Option<proto::KvEntry>, from_push: bool) {
         let point = RangeKey::Point(key.to_vec());
         let stamp = entry.as_ref().map(|e| e.versionstamp.clone());
@@ -168,8 +169,6 @@ impl Edge {
             }
             if from_push {
                 store.pushed.insert(key.to_vec());
-            } else {
-                store.pushed.remove(key);
             }
         }
     }

@@ -202,7 +202,10 @@ async fn watch_inner(edge: &Arc<Edge>, headers: &HeaderMap, body: Body) -> Resul
     }
     if edge.open_watches.fetch_add(1, Ordering::SeqCst) >= edge.config.max_watches {
         edge.open_watches.fetch_sub(1, Ordering::SeqCst);
-        return Err(HttpError { status: StatusCode::SERVICE_UNAVAILABLE, text: "Too many open watch streams.".into() });
+        return Err(HttpError {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            text: "Too many open watch streams.".into(),
+        });
     }
     edge.metrics.client_watches.add(1);
     let (subscription, receiver) = Subscription::join(edge, keys);

@@ -36,7 +36,8 @@ pub(crate) fn point_stamp(answer: &Answer) -> Option<Option<Vec<u8>>> {
 /// An encoded `SnapshotReadOutput` holding `answers` in order, `status = SR_SUCCESS` and
 /// `read_is_strongly_consistent = false` (the default, so not written).
 pub(crate) fn eventual_output(answers: &[Answer]) -> Bytes {
-    let size: usize = answers.iter().map(|a| 1 + prost::length_delimiter_len(a.body.len()) + a.body.len()).sum();
+    let size: usize =
+        answers.iter().map(|a| 1 + prost::length_delimiter_len(a.body.len()) + a.body.len()).sum();
     let mut out = BytesMut::with_capacity(size + 2);
     for answer in answers {
         out.put_u8(RANGES_TAG);
@@ -66,7 +67,7 @@ mod tests {
         let now = Instant::now();
         let bytes = eventual_output(&[answer(&first, now), answer(&empty, now), point_answer(None, now)]);
         let decoded = proto::SnapshotReadOutput::decode(bytes).unwrap();
-        assert_eq!(decoded.ranges, vec![first, empty.clone(), empty]);
+        assert_eq!(decoded.ranges, vec![first.clone(), empty.clone(), empty]);
         assert_eq!(decoded.status, proto::SR_SUCCESS);
         assert!(!decoded.read_is_strongly_consistent && !decoded.read_disabled);
         assert_eq!(answer(&proto::ReadRangeOutput::default(), now).entries, 0);

@@ -47,7 +47,7 @@ pub fn negotiate_version(body: &[u8]) -> Result<u64, HttpError> {
         return Err(bad("The server requires at least protocol version 2. Use Deno 1.38.0 or newer."));
     }
     let request: serde_json::Value =
-        serde_json::from_slice(&body).map_err(|e| bad(format!("Invalid metadata exchange request: {e}")))?;
+        serde_json::from_slice(body).map_err(|e| bad(format!("Invalid metadata exchange request: {e}")))?;
     let offered = request
         .get("supportedVersions")
         .and_then(|v| v.as_array())
