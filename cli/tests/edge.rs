@@ -1,7 +1,7 @@
 //! `stampkv edge` as a process in front of `stampkv serve`, and the primary killed with
 //! SIGKILL: the edge keeps serving what it cached (fresh, then stale within
 //! `--stale-if-error`), answers a miss with a 503 naming the upstream, and recovers when the
-//! primary comes back on the same address (with a new database id).
+//! primary comes back on the same address (with the same database id).
 
 #![allow(
     clippy::unwrap_used,
@@ -84,6 +84,22 @@ fn metrics(addr: &str) -> String {
     text
 }
 
+/// The database id `addr`'s metadata exchange hands out.
+fn database_id(addr: &str) -> String {
+    let body = r#"{"supportedVersions":[3]}"#;
+    let mut conn = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        conn,
+        "POST / HTTP/1.1\r\nhost: {addr}\r\nauthorization: Bearer {TOKEN}\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut text = String::new();
+    conn.read_to_string(&mut text).unwrap();
+    text.split("\"databaseId\":\"").nth(1).unwrap().split('"').next().unwrap().to_owned()
+}
+
 fn counter(text: &str, name: &str) -> u64 {
     let line = text.lines().find(|l| l.starts_with(&format!("stampkv_edge_{name}_total "))).unwrap();
     line.rsplit(' ').next().unwrap().parse().unwrap()
@@ -101,6 +117,7 @@ async fn an_edge_outlives_a_killed_primary_and_recovers_when_it_returns() {
     }
     let mut first = primary(dir.path(), "127.0.0.1:0");
     let primary_addr = first.addr.clone();
+    let id_before = database_id(&primary_addr);
     let edge = spawn(&[
         "edge",
         "--upstream",
@@ -137,8 +154,10 @@ async fn an_edge_outlives_a_killed_primary_and_recovers_when_it_returns() {
     assert!(counter(&page, "stale_served") >= 10, "{page}");
     assert!(counter(&page, "upstream_errors") >= 1, "{page}");
 
-    // The primary comes back on the same address, with a new database id.
+    // The primary comes back on the same address, with the same database id (clients such as
+    // Deno's keep their metadata across the restart).
     let _second = primary(dir.path(), &primary_addr);
+    assert_eq!(database_id(&primary_addr), id_before);
     let start = Instant::now();
     loop {
         match eventual(&at_edge, &key!["k", 15u64]).await {

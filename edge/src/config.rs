@@ -36,6 +36,9 @@ pub struct EdgeConfig {
     pub keepalive_interval: Duration,
     /// Most watch streams open at once; more get a 503.
     pub max_watches: usize,
+    /// The database id handed to clients; `None`: a random one. `stampkv edge` derives it
+    /// from the upstream URL and its listening address, so it survives a restart.
+    pub database_id: Option<String>,
 }
 
 impl EdgeConfig {
@@ -58,6 +61,7 @@ impl EdgeConfig {
             max_body_bytes: 16 << 20,
             keepalive_interval: Duration::from_secs(5),
             max_watches: 1024,
+            database_id: None,
         }
     }
 

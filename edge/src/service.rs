@@ -78,6 +78,7 @@ impl Edge {
         options.retry = Retry { attempts: 1, base_delay: Duration::from_millis(100) };
         options.added_latency = config.upstream_delay;
         let upstream = RemoteKv::connect(&config.upstream_url, options).await.map_err(EdgeError::Upstream)?;
+        let database_id = config.database_id.clone().unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
         Ok(Arc::new(Edge {
             store: Mutex::new(Store {
                 cache: Cache::new(config.max_memory),
@@ -87,7 +88,7 @@ impl Edge {
             }),
             config,
             upstream,
-            database_id: uuid::Uuid::new_v4().to_string(),
+            database_id,
             flights: Mutex::new(HashMap::new()),
             metrics: EdgeMetrics::default(),
             watches: WatchHub::default(),

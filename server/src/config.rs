@@ -19,6 +19,16 @@ pub struct Config {
     /// run on the async runtime's thread; larger ones on the blocking pool. 0: every read
     /// goes to the blocking pool.
     pub inline_read_limit: usize,
+    /// The database id handed out by the metadata exchange. `None`: a random one for this
+    /// server. A stable id (see [`database_id_for`]) lets clients keep their metadata across
+    /// a restart: Deno's client fails every call answered `Invalid database id.`.
+    pub database_id: Option<String>,
+}
+
+/// A database id that is the same every time for the same `name` (a UUID of version 5 in
+/// the URL namespace over `stampkv:<name>`), such as a database's canonical path.
+pub fn database_id_for(name: &str) -> String {
+    uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_URL, format!("stampkv:{name}").as_bytes()).to_string()
 }
 
 impl Config {
@@ -32,6 +42,7 @@ impl Config {
             header_read_timeout: Duration::from_secs(10),
             keepalive_interval: Duration::from_secs(5),
             inline_read_limit: 16,
+            database_id: None,
         }
     }
 }

@@ -23,7 +23,7 @@ mod service;
 mod watch;
 mod write;
 
-pub use config::{Config, ConfigError};
+pub use config::{database_id_for, Config, ConfigError};
 pub use errors::HttpError;
 pub use listen::{router, serve, serve_router};
 pub use log::log;

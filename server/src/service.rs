@@ -21,15 +21,16 @@ pub struct Server {
 }
 
 impl Server {
-    /// A service for `kv`. Its database id is a random UUID, new for every server.
+    /// A service for `kv`. Its database id is `config.database_id`, or a random UUID.
     pub fn new(kv: Kv, config: Config) -> Result<Arc<Server>, ConfigError> {
         if config.access_token.chars().count() < 12 {
             return Err(ConfigError::TokenTooShort);
         }
+        let database_id = config.database_id.clone().unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
         Ok(Arc::new(Server {
             kv,
             config,
-            database_id: uuid::Uuid::new_v4().to_string(),
+            database_id,
             metrics: Metrics::default(),
             open_watches: AtomicUsize::new(0),
             shutting_down: AtomicBool::new(false),

@@ -3,7 +3,7 @@
 
 use crate::error::CliError;
 use stampkv_edge::{serve, Edge, EdgeConfig};
-use stampkv_server::log;
+use stampkv_server::{database_id_for, log};
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -74,11 +74,13 @@ fn edge_until_signal(args: EdgeArgs) -> Result<(), String> {
         .build()
         .map_err(|e| format!("cannot start the runtime: {e}"))?;
     let result = runtime.block_on(async {
-        let edge = Edge::connect(config).await.map_err(|e| format!("{}: {e}", args.upstream))?;
         let listener = tokio::net::TcpListener::bind(args.addr)
             .await
             .map_err(|e| format!("cannot listen on {}: {e}", args.addr))?;
         let local = listener.local_addr().map_err(|e| e.to_string())?;
+        // The same id after a restart on the same address: connected clients keep working.
+        config.database_id = Some(database_id_for(&format!("edge {local} of {}", args.upstream)));
+        let edge = Edge::connect(config).await.map_err(|e| format!("{}: {e}", args.upstream))?;
         log(
             "info",
             "listening",

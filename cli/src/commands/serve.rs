@@ -5,7 +5,7 @@ use crate::error::CliError;
 use clap::ValueEnum;
 use stampkv::engine::SyncMode;
 use stampkv::{Kv, KvOptions};
-use stampkv_server::{log, serve, Config, Server};
+use stampkv_server::{database_id_for, log, serve, Config, Server};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -70,6 +70,9 @@ fn serve_until_signal(args: ServeArgs) -> Result<(), String> {
     }
     let kv =
         Kv::open(&args.path, options).map_err(|e| format!("cannot open {}: {e}", args.path.display()))?;
+    // The same id after a restart: connected clients keep working.
+    let canonical = std::fs::canonicalize(&args.path).unwrap_or_else(|_| args.path.clone());
+    config.database_id = Some(database_id_for(&canonical.to_string_lossy()));
     let server = Server::new(kv.clone(), config).map_err(|e| e.to_string())?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
