@@ -381,3 +381,32 @@ async fn the_memory_bound_holds_and_the_hot_keys_stay() {
     assert!(eventual_get(&at_edge, &key!["blob", 0u64]).await.is_some());
     drop(primary);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_entry_read_near_its_expiry_is_refreshed_in_the_background() {
+    let (kv, primary) = start_primary().await;
+    let (edge, edge_server) = start_edge(&primary.url, |c| {
+        c.cache_ttl = Duration::from_secs(2);
+        c.refresh_ahead = 0.5;
+    })
+    .await;
+    let at_edge = client(&edge_server.url).await;
+    let key = key!["refreshed"];
+    bytes(&kv, &key, b"v1");
+    assert_eq!(eventual_get(&at_edge, &key).await.as_deref(), Some(&b"v1"[..]));
+    bytes(&kv, &key, b"v2");
+    // Past half the TTL: the cached copy is served at once, and a refresh starts behind it.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    assert_eq!(eventual_get(&at_edge, &key).await.as_deref(), Some(&b"v1"[..]));
+    assert_eq!(edge.metrics().refreshes.get(), 1);
+    let start = Instant::now();
+    while edge.metrics().upstream_reads.get() < 2
+        || eventual_get(&at_edge, &key).await.as_deref() != Some(b"v2")
+    {
+        assert!(start.elapsed() < Duration::from_secs(2), "the refresh did not land");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // The refreshed copy was there before the old one expired: no reader ever missed.
+    assert_eq!(edge.metrics().misses.get(), 1, "only the very first read may miss");
+    drop(primary);
+}
