@@ -36,12 +36,17 @@ impl Drop for Process {
 }
 
 fn spawn(args: &[&str]) -> Process {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_stampkv"))
+    let child = Command::new(env!("CARGO_BIN_EXE_stampkv"))
         .args(args)
         .env("STAMPKV_ACCESS_TOKEN", TOKEN)
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    until_listening(child, args)
+}
+
+/// Waits for the process's `listening` log line.
+fn until_listening(mut child: Child, args: &[&str]) -> Process {
     let mut stderr = BufReader::new(child.stderr.take().unwrap());
     let mut line = String::new();
     loop {
@@ -181,4 +186,41 @@ async fn an_edge_outlives_a_killed_primary_and_recovers_when_it_returns() {
     };
     assert_eq!(at_edge.atomic_write_raw(&write).await.unwrap().status, proto::AW_SUCCESS);
     assert_eq!(eventual(&at_edge, &key!["k", 3u64]).await.unwrap(), Some(b"new".to_vec()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edge_started_before_its_upstream_waits_for_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let upstream = format!("http://127.0.0.1:{port}");
+    let args = ["edge", "--upstream", upstream.as_str(), "--addr", "127.0.0.1:0"];
+    let edge = Command::new(env!("CARGO_BIN_EXE_stampkv"))
+        .args(args)
+        .env("STAMPKV_ACCESS_TOKEN", TOKEN)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let _primary = primary(dir.path(), &format!("127.0.0.1:{port}"));
+    let edge = until_listening(edge, &args);
+    let at_edge =
+        RemoteKv::connect(&format!("http://{}", edge.addr), ConnectOptions::new(TOKEN)).await.unwrap();
+    assert_eq!(eventual(&at_edge, &key!["nothing"]).await.unwrap(), None);
+    // A refused token is not waited out: the edge stops with one clear line.
+    let out = Command::new(env!("CARGO_BIN_EXE_stampkv"))
+        .args([
+            "edge",
+            "--upstream",
+            upstream.as_str(),
+            "--addr",
+            "127.0.0.1:0",
+            "--upstream-token",
+            "wrong-token-0123456",
+        ])
+        .env("STAMPKV_ACCESS_TOKEN", TOKEN)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("Invalid access token."), "{stderr}");
 }

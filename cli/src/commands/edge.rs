@@ -2,7 +2,8 @@
 //! another edge, or any KV Connect service), answering eventual reads from memory.
 
 use crate::error::CliError;
-use stampkv_edge::{serve, Edge, EdgeConfig};
+use stampkv_client::RemoteError;
+use stampkv_edge::{serve, Edge, EdgeConfig, EdgeError};
 use stampkv_server::{database_id_for, log};
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -80,13 +81,34 @@ fn edge_until_signal(args: EdgeArgs) -> Result<(), String> {
         let local = listener.local_addr().map_err(|e| e.to_string())?;
         // The same id after a restart on the same address: connected clients keep working.
         config.database_id = Some(database_id_for(&format!("edge {local} of {}", args.upstream)));
-        let edge = Edge::connect(config).await.map_err(|e| format!("{}: {e}", args.upstream))?;
+        let shutdown = super::serve::shutdown_signal();
+        tokio::pin!(shutdown);
+        // An upstream that cannot be reached yet (started after the edge) is waited for; any
+        // other answer (a refused token, not a KV Connect service) ends the edge at once.
+        let edge = loop {
+            let attempt = tokio::select! {
+                attempt = Edge::connect(config.clone()) => attempt,
+                () = &mut shutdown => return Ok(()),
+            };
+            match attempt {
+                Ok(edge) => break edge,
+                Err(EdgeError::Upstream(e @ RemoteError::Unavailable { .. })) => {
+                    log(
+                        "warn",
+                        "upstream unreachable; retrying in 1 s",
+                        &format!("error={:?}", e.to_string()),
+                    );
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+                Err(e) => return Err(format!("{}: {e}", args.upstream)),
+            }
+        };
         log(
             "info",
             "listening",
             &format!("addr={local} upstream={:?} database_id={}", args.upstream, edge.database_id()),
         );
-        serve(listener, edge, super::serve::shutdown_signal()).await.map_err(|e| e.to_string())
+        serve(listener, edge, shutdown).await.map_err(|e| e.to_string())
     });
     runtime.shutdown_timeout(Duration::from_secs(5));
     log("info", "stopped", "");
