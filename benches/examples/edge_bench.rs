@@ -24,6 +24,11 @@
 //!    steady window (after the warm-up);
 //! 3. **edge, push**: the same with `--push`.
 //!
+//! After case 2's run, every key is read once through its edge (10 keys per request, 128 at
+//! a time, hottest first) and the readers run `--seconds` more on it: the hit path alone
+//! ("warm"). A 60 s TTL cache under this workload is still filling with the Zipf tail after
+//! 12 s, so the windows from cold show the edge filling and the warm window its ceiling.
+//!
 //! The edge's counters come from its `GET /metrics`; its peak RSS from `VmHWM`.
 //!
 //! **Staleness after writes**: with readers still running at an edge, a writer sets the
@@ -437,16 +442,28 @@ fn figures(reads: &[(f64, f64)], from: f64, to: f64) -> Figures {
     }
 }
 
+/// One measured window of a case.
+struct Window {
+    label: &'static str,
+    figures: Figures,
+    /// The edge's counters over the window (none for direct reads).
+    counters: Option<EdgeCounters>,
+    seconds: f64,
+    /// CPU µs per read over the window: this process (clients), primary, edge.
+    cpu_us_per_read: [f64; 3],
+    /// The edge's peak RSS so far at the window's end.
+    edge_peak_rss: Option<u64>,
+}
+
+/// CPU µs per read between two `cpu_now` readings.
+fn cpu_per_read(before: [f64; 3], after: [f64; 3], reads: usize) -> [f64; 3] {
+    std::array::from_fn(|i| (after[i] - before[i]) * 1e6 / reads.max(1) as f64)
+}
+
 /// One measured case.
 struct Case {
     name: &'static str,
-    whole: Figures,
-    steady: Figures,
-    /// Edge counters over the whole run and over the steady window.
-    edge: Option<(EdgeCounters, EdgeCounters)>,
-    edge_peak_rss: u64,
-    /// CPU µs per read in the steady window: this process (clients), primary, edge.
-    cpu_us_per_read: [f64; 3],
+    windows: Vec<Window>,
     staleness: Option<Staleness>,
 }
 
@@ -458,7 +475,14 @@ struct Staleness {
 
 /// Sets the `count` hottest keys at the primary one every `gap`; for each, polls the edge
 /// until it answers the new versionstamp.
-async fn staleness(primary_url: &str, edge_url: &str, work: &Arc<Workload>, count: usize, gap: Duration, round: u64) -> Vec<Option<f64>> {
+async fn staleness(
+    primary_url: &str,
+    edge_url: &str,
+    work: &Arc<Workload>,
+    count: usize,
+    gap: Duration,
+    round: u64,
+) -> Vec<Option<f64>> {
     let writer = RemoteKv::connect(primary_url, ConnectOptions::new(TOKEN)).await.expect("writer connects");
     let prober = RemoteKv::connect(edge_url, ConnectOptions::new(TOKEN)).await.expect("prober connects");
     let pool = value_pool(round);
@@ -530,21 +554,22 @@ async fn run_case(args: &Args, primary: &Proc, work: &Arc<Workload>, mode: Mode,
         Some(edge) => (edge.url.clone(), Duration::ZERO),
         None => (primary.url.clone(), delay),
     };
+    let counters = || async {
+        match &edge {
+            Some(edge) => Some(metrics_of(&edge.url).await),
+            None => None,
+        }
+    };
     let readers = Readers::start(&url, reader_delay, args.clients, work, seed).await;
+    let cpu_start = cpu_now(primary, edge.as_ref());
     let end = args.warmup + args.seconds;
     tokio::time::sleep_until((readers.origin + Duration::from_secs_f64(args.warmup)).into()).await;
-    let at_warm = match &edge {
-        Some(edge) => metrics_of(&edge.url).await,
-        None => EdgeCounters::default(),
-    };
+    let at_warm = counters().await;
     let cpu_warm = cpu_now(primary, edge.as_ref());
     tokio::time::sleep_until((readers.origin + Duration::from_secs_f64(end)).into()).await;
-    let at_end = match &edge {
-        Some(edge) => metrics_of(&edge.url).await,
-        None => EdgeCounters::default(),
-    };
+    let at_end = counters().await;
     let cpu_end = cpu_now(primary, edge.as_ref());
-    let edge_peak_rss = edge.as_ref().map_or(0, |e| peak_rss(e.pid()));
+    let rss_end = edge.as_ref().map(|e| peak_rss(e.pid()));
     let staleness = match (&edge, mode) {
         (Some(edge), Mode::Push) => {
             let gap = Duration::from_millis(args.write_gap_ms);
@@ -556,20 +581,83 @@ async fn run_case(args: &Args, primary: &Proc, work: &Arc<Workload>, mode: Mode,
     let reads = readers.finish().await;
     let whole = figures(&reads, 0.0, end);
     let steady = figures(&reads, args.warmup, end);
-    let cpu_us_per_read = std::array::from_fn(|i| (cpu_end[i] - cpu_warm[i]) * 1e6 / steady.reads.max(1) as f64);
+    let mut windows = Vec::new();
+    if edge.is_some() {
+        let cpu = cpu_per_read(cpu_start, cpu_end, whole.reads);
+        windows.push(Window {
+            label: "whole run from cold",
+            figures: whole,
+            counters: at_end,
+            seconds: end,
+            cpu_us_per_read: cpu,
+            edge_peak_rss: rss_end,
+        });
+    }
+    let cpu = cpu_per_read(cpu_warm, cpu_end, steady.reads);
+    let after = at_end.zip(at_warm).map(|(end, warm)| end.minus(warm));
+    windows.push(Window {
+        label: "after the warm-up",
+        figures: steady,
+        counters: after,
+        seconds: args.seconds,
+        cpu_us_per_read: cpu,
+        edge_peak_rss: rss_end,
+    });
+    if let (Some(edge), Mode::Pull) = (&edge, mode) {
+        // Every key cached (all fresh for the TTL): the hit path alone.
+        let started = Instant::now();
+        prewarm(&edge.url, work).await;
+        eprintln!("prewarmed every key in {:.1} s", started.elapsed().as_secs_f64());
+        let readers = Readers::start(&edge.url, Duration::ZERO, args.clients, work, seed + 1).await;
+        let before = counters().await;
+        let cpu_before = cpu_now(primary, Some(edge));
+        tokio::time::sleep_until((readers.origin + Duration::from_secs_f64(args.seconds)).into()).await;
+        let after = counters().await;
+        let cpu_after = cpu_now(primary, Some(edge));
+        let rss = Some(peak_rss(edge.pid()));
+        let reads = readers.finish().await;
+        let warm = figures(&reads, 0.0, args.seconds);
+        let cpu = cpu_per_read(cpu_before, cpu_after, warm.reads);
+        let counters = after.zip(before).map(|(after, before)| after.minus(before));
+        windows.push(Window {
+            label: "warm (every key cached)",
+            figures: warm,
+            counters,
+            seconds: args.seconds,
+            cpu_us_per_read: cpu,
+            edge_peak_rss: rss,
+        });
+    }
     let name = match mode {
         Mode::Direct => "direct",
         Mode::Pull => "edge, pull",
         Mode::Push => "edge, push",
     };
-    Case {
-        name,
-        whole,
-        steady,
-        edge: edge.is_some().then(|| (at_end, at_end.minus(at_warm))),
-        edge_peak_rss,
-        cpu_us_per_read,
-        staleness,
+    Case { name, windows, staleness }
+}
+
+/// Reads every key once through the edge at `url`, 10 keys per request, 128 requests at a
+/// time, hottest first.
+async fn prewarm(url: &str, work: &Arc<Workload>) {
+    let kv = RemoteKv::connect(url, ConnectOptions::new(TOKEN)).await.expect("connect to prewarm");
+    let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let tasks: Vec<_> = (0..128)
+        .map(|_| {
+            let (kv, next, work) = (kv.clone(), next.clone(), work.clone());
+            tokio::spawn(async move {
+                loop {
+                    let start = next.fetch_add(10, Ordering::Relaxed);
+                    if start >= work.by_rank.len() {
+                        return;
+                    }
+                    let keys = &work.by_rank[start..(start + 10).min(work.by_rank.len())];
+                    kv.get_many_with::<KvValue>(keys, Consistency::Eventual).await.expect("prewarm read");
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
     }
 }
 
@@ -612,19 +700,21 @@ fn mib(bytes: f64) -> String {
     format!("{:.1} MiB", bytes / 1048576.0)
 }
 
-fn print_row(case: &Case, window: &str, f: &Figures, counters: Option<&EdgeCounters>, seconds: f64) {
-    let (hit, upstream, held) = match counters {
+fn print_row(case: &Case, w: &Window) {
+    let f = &w.figures;
+    let (hit, upstream, held) = match &w.counters {
         Some(c) => (
             format!("{:.1}%", c.hit_ratio() * 100.0),
-            format!("{:.0}/s", c.upstream_reads / seconds),
+            format!("{:.0}/s", c.upstream_reads / w.seconds),
             mib(c.bytes_held),
         ),
         None => ("—".into(), format!("{} (every read)", rate_text(f.rate)), "—".into()),
     };
-    let rss = if case.edge.is_some() { mib(case.edge_peak_rss as f64) } else { "—".into() };
+    let rss = w.edge_peak_rss.map_or("—".into(), |rss| mib(rss as f64));
     println!(
-        "| {} | {window} | {} | {} | {} | {} | {hit} | {upstream} | {rss} | {held} |",
+        "| {} | {} | {} | {} | {} | {} | {hit} | {upstream} | {rss} | {held} |",
         case.name,
+        w.label,
         rate_text(f.rate),
         ms(f.p50),
         ms(f.p99),
@@ -685,14 +775,16 @@ fn main() {
         let mut cases = Vec::new();
         for (i, mode) in [Mode::Direct, Mode::Pull, Mode::Push].into_iter().enumerate() {
             let case = run_case(&args, &primary, &work, mode, 100 + i as u64).await;
-            eprintln!(
-                "{}: {} steady ({} reads), {} whole run; {:.1} s since start",
-                case.name,
-                rate_text(case.steady.rate),
-                case.steady.reads,
-                rate_text(case.whole.rate),
-                started.elapsed().as_secs_f64()
-            );
+            for w in &case.windows {
+                eprintln!(
+                    "{} ({}): {} over {} reads",
+                    case.name,
+                    w.label,
+                    rate_text(w.figures.rate),
+                    w.figures.reads
+                );
+            }
+            eprintln!("{:.1} s since start", started.elapsed().as_secs_f64());
             cases.push(case);
         }
         let pull_stale = pull_staleness(&args, &primary, &work, 200).await;
@@ -704,25 +796,22 @@ fn main() {
     println!();
     println!("| case | window | reads/s | p50 ms | p99 ms | p99.9 ms | hit ratio | upstream reads | edge peak RSS | edge bytes held |");
     println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|");
-    let whole_s = args.warmup + args.seconds;
     for case in &cases {
-        match &case.edge {
-            None => print_row(case, "steady", &case.steady, None, args.seconds),
-            Some((whole, steady)) => {
-                print_row(case, "whole run (cold start)", &case.whole, Some(whole), whole_s);
-                print_row(case, "steady", &case.steady, Some(steady), args.seconds);
-            }
+        for w in &case.windows {
+            print_row(case, w);
         }
     }
     println!();
     println!("| edge case | window | throughput edge / direct | p50 edge / direct | p99 edge / direct |");
     println!("|---|---|---:|---:|---:|");
-    let direct = &cases[0].steady;
+    let direct = &cases[0].windows[0].figures;
     for case in &cases[1..] {
-        for (window, f) in [("steady", &case.steady), ("whole run", &case.whole)] {
+        for w in &case.windows {
+            let f = &w.figures;
             println!(
-                "| {} | {window} | {:.1}× | {:.3} | {:.3} |",
+                "| {} | {} | {:.1}× | {:.3} | {:.3} |",
                 case.name,
+                w.label,
                 f.rate / direct.rate,
                 f.p50 / direct.p50,
                 f.p99 / direct.p99
@@ -730,20 +819,23 @@ fn main() {
         }
     }
     println!();
-    println!("CPU per read over the steady window (µs; clients = this process):");
+    println!("CPU per read (µs; clients = this process, with the writer and prober idle):");
     for case in &cases {
-        let [clients, primary, edge] = case.cpu_us_per_read;
-        println!("- {}: clients {clients:.0}, primary {primary:.0}, edge {edge:.0}", case.name);
-    }
-    println!("primary peak RSS {}", mib(primary_rss as f64));
-    for case in &cases[1..] {
-        if let Some((whole, steady)) = &case.edge {
+        for w in &case.windows {
+            let [clients, primary, edge] = w.cpu_us_per_read;
+            let misses = w.counters.map_or(String::new(), |c| {
+                format!(
+                    "; {:.0} misses, {:.0} upstream reads, {:.0} refreshes",
+                    c.misses, c.upstream_reads, c.refreshes
+                )
+            });
             println!(
-                "- {}: upstream reads {:.0} whole run ({:.0} misses, {:.0} refreshes), {:.0} steady",
-                case.name, whole.upstream_reads, whole.misses, whole.refreshes, steady.upstream_reads
+                "- {} ({}): clients {clients:.0}, primary {primary:.0}, edge {edge:.0}{misses}",
+                case.name, w.label
             );
         }
     }
+    println!("primary peak RSS {}", mib(primary_rss as f64));
     println!();
     println!(
         "| staleness after a write at the primary | edge TTL | hot keys written | write every | min | p50 | max |"
@@ -755,12 +847,12 @@ fn main() {
     }
     println!("\nload after: {}; total {:.0} s", loadavg(), started.elapsed().as_secs_f64());
     if let Some(path) = &args.chart {
-        let series = vec![
-            (format!("direct ({} ms away)", args.delay_ms), cases[0].steady.latencies.clone()),
-            ("edge, pull (steady)".to_owned(), cases[1].steady.latencies.clone()),
-            ("edge, pull (whole run, cold start)".to_owned(), cases[1].whole.latencies.clone()),
-            ("edge, push (steady)".to_owned(), cases[2].steady.latencies.clone()),
-        ];
+        let mut series = Vec::new();
+        for case in &cases {
+            for w in &case.windows {
+                series.push((format!("{} ({})", case.name, w.label), w.figures.latencies.clone()));
+            }
+        }
         let caption = format!(
             "Eventual reads, Zipf 0.99 over {} keys, {} readers, {} ms WAN delay",
             args.keys, args.clients, args.delay_ms

@@ -61,9 +61,20 @@ pub fn latency_cdf(
     Ok(())
 }
 
+/// Line colours of [`latency_cdf_series`], told apart on white.
+pub const SERIES_COLORS: [RGBColor; 7] = [
+    RGBColor(200, 30, 30),
+    RGBColor(30, 90, 200),
+    RGBColor(30, 150, 60),
+    RGBColor(230, 130, 0),
+    RGBColor(150, 40, 170),
+    RGBColor(0, 160, 170),
+    RGBColor(60, 60, 60),
+];
+
 /// Latency percentiles of any number of named series on one plot (x: latency in ms on a
 /// log scale, y: percentile). `series` holds (name, latencies in ms in any order); the
-/// lines take the colours of plotters' palette in order.
+/// lines take the colours of [`SERIES_COLORS`] in order, then repeat them.
 pub fn latency_cdf_series(
     path: &Path,
     caption: &str,
@@ -96,8 +107,7 @@ pub fn latency_cdf_series(
         .x_desc("latency (ms, log scale)")
         .y_desc("percentile")
         .draw()?;
-    for (index, (name, latencies)) in sorted.iter().enumerate() {
-        let color = Palette99::pick(index).to_rgba();
+    for ((name, latencies), &color) in sorted.iter().zip(SERIES_COLORS.iter().cycle()) {
         let n = latencies.len() as f64;
         // At most ~1000 points per line: every k-th sorted latency, and the last one.
         let step = (latencies.len() / 1000).max(1);
@@ -113,7 +123,7 @@ pub fn latency_cdf_series(
     }
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
+        .position(SeriesLabelPosition::UpperLeft)
         .background_style(WHITE.mix(0.8))
         .border_style(BLACK)
         .draw()?;
