@@ -60,3 +60,73 @@ pub fn latency_cdf(
     root.present()?;
     Ok(())
 }
+
+/// Line colours of [`latency_cdf_series`], told apart on white.
+pub const SERIES_COLORS: [RGBColor; 7] = [
+    RGBColor(200, 30, 30),
+    RGBColor(30, 90, 200),
+    RGBColor(30, 150, 60),
+    RGBColor(230, 130, 0),
+    RGBColor(150, 40, 170),
+    RGBColor(0, 160, 170),
+    RGBColor(60, 60, 60),
+];
+
+/// Latency percentiles of any number of named series on one plot (x: latency in ms on a
+/// log scale, y: percentile). `series` holds (name, latencies in ms in any order); the
+/// lines take the colours of [`SERIES_COLORS`] in order, then repeat them.
+pub fn latency_cdf_series(
+    path: &Path,
+    caption: &str,
+    series: &[(String, Vec<f64>)],
+) -> Result<(), Box<dyn std::error::Error>> {
+    let mut sorted: Vec<(&str, Vec<f64>)> = series
+        .iter()
+        .map(|(name, latencies)| {
+            let mut latencies = latencies.clone();
+            latencies.sort_by(f64::total_cmp);
+            (name.as_str(), latencies)
+        })
+        .collect();
+    sorted.retain(|(_, latencies)| !latencies.is_empty());
+    let low = sorted.iter().filter_map(|(_, l)| l.first().copied()).fold(f64::INFINITY, f64::min).max(0.001);
+    let low = if low.is_finite() { low } else { 0.01 };
+    let high = sorted.iter().filter_map(|(_, l)| l.last().copied()).fold(low * 10.0, f64::max);
+    let root = SVGBackend::new(path, (1000, 600)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(caption, ("sans-serif", 20))
+        .margin(15)
+        .x_label_area_size(40)
+        .y_label_area_size(50)
+        .build_cartesian_2d((low..high).log_scale(), 0.0..100.0)?;
+    chart
+        .configure_mesh()
+        .x_labels(10)
+        .x_label_formatter(&|ms| format!("{ms:.2}"))
+        .x_desc("latency (ms, log scale)")
+        .y_desc("percentile")
+        .draw()?;
+    for ((name, latencies), &color) in sorted.iter().zip(SERIES_COLORS.iter().cycle()) {
+        let n = latencies.len() as f64;
+        // At most ~1000 points per line: every k-th sorted latency, and the last one.
+        let step = (latencies.len() / 1000).max(1);
+        let points = latencies
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| i % step == 0 || *i + 1 == latencies.len())
+            .map(|(i, &ms)| (ms.max(low), (i + 1) as f64 * 100.0 / n));
+        chart
+            .draw_series(LineSeries::new(points, color.stroke_width(2)))?
+            .label(*name)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()?;
+    root.present()?;
+    Ok(())
+}
