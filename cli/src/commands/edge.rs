@@ -53,9 +53,7 @@ pub fn run(args: EdgeArgs) -> Result<(), CliError> {
 }
 
 fn edge_until_signal(args: EdgeArgs) -> Result<(), String> {
-    let token = args
-        .access_token
-        .ok_or("no access token: pass --access-token or set STAMPKV_ACCESS_TOKEN (at least 12 characters)")?;
+    let token = super::serve::required_token(args.access_token)?;
     if !(0.0..=1.0).contains(&args.refresh_ahead) {
         return Err(format!("--refresh-ahead must be between 0 and 1, not {}", args.refresh_ahead));
     }
@@ -70,10 +68,7 @@ fn edge_until_signal(args: EdgeArgs) -> Result<(), String> {
     config.push = args.push;
     config.push_keys = args.push_keys;
     config.upstream_delay = args.upstream_delay;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| format!("cannot start the runtime: {e}"))?;
+    let runtime = super::serve::runtime()?;
     let result = runtime.block_on(async {
         let listener = tokio::net::TcpListener::bind(args.addr)
             .await

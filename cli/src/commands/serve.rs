@@ -52,10 +52,23 @@ pub fn run(args: ServeArgs) -> Result<(), CliError> {
     serve_until_signal(args).map_err(CliError::failed)
 }
 
+/// The access token of `--access-token` or `STAMPKV_ACCESS_TOKEN`, which must be given.
+pub(crate) fn required_token(token: Option<String>) -> Result<String, String> {
+    token.ok_or_else(|| {
+        "no access token: pass --access-token or set STAMPKV_ACCESS_TOKEN (at least 12 characters)".into()
+    })
+}
+
+/// The multi-threaded runtime a server runs on.
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))
+}
+
 fn serve_until_signal(args: ServeArgs) -> Result<(), String> {
-    let token = args
-        .access_token
-        .ok_or("no access token: pass --access-token or set STAMPKV_ACCESS_TOKEN (at least 12 characters)")?;
+    let token = required_token(args.access_token)?;
     let mut config = Config::new(token);
     config.max_body_bytes = args.max_body_bytes;
     config.max_watches = args.max_watches;
@@ -74,10 +87,7 @@ fn serve_until_signal(args: ServeArgs) -> Result<(), String> {
     let canonical = std::fs::canonicalize(&args.path).unwrap_or_else(|_| args.path.clone());
     config.database_id = Some(database_id_for(&canonical.to_string_lossy()));
     let server = Server::new(kv.clone(), config).map_err(|e| e.to_string())?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| format!("cannot start the runtime: {e}"))?;
+    let runtime = runtime()?;
     let result = runtime.block_on(async {
         let listener = tokio::net::TcpListener::bind(args.addr)
             .await
