@@ -74,6 +74,7 @@ mod block_builder;
 mod bloom;
 mod builder;
 mod cache;
+mod compression;
 mod error;
 mod format;
 mod hash;
@@ -90,6 +91,7 @@ mod collision_tests;
 
 pub use builder::{TableBuilder, TableSummary, MAX_ENTRY_BYTES};
 pub use cache::BlockCache;
+pub use compression::{decode_stored_block, is_known_block_type, Compression, MAX_UNCOMPRESSED_BLOCK};
 pub use error::TableError;
 pub use hash::xxh64;
 pub use iter::TableIter;
@@ -100,5 +102,7 @@ pub use table::Table;
 
 /// Size in bytes of the footer at the end of every table file.
 pub const FOOTER_SIZE: usize = format::FOOTER_LEN;
-/// The format version written (and the only one read).
+/// The format version written (the newest one read).
 pub const FORMAT_VERSION: u32 = format::FORMAT_VERSION;
+/// The oldest format version read.
+pub const MIN_FORMAT_VERSION: u32 = format::MIN_FORMAT_VERSION;
