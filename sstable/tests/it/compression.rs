@@ -42,6 +42,7 @@ fn data_blocks(file: &[u8]) -> Vec<BlockInfo> {
 
 /// Recomputes a block's trailer checksum after its bytes were changed in place (the
 /// masked CRC-32 of stored bytes ++ type ++ u64 offset, as FORMAT.md spells it).
+#[allow(clippy::manual_rotate, reason = "spelled as FORMAT.md spells it")]
 fn reseal(file: &mut [u8], (offset, size, block_type): BlockInfo) {
     let mut hasher = crc32fast::Hasher::new();
     hasher.update(&file[offset..offset + size]);
