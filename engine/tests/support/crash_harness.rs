@@ -55,7 +55,7 @@ fn options(sync_mode: SyncMode) -> Options {
         target_file_size: 64 << 10,
         level1_target_bytes: 256 << 10,
         max_manifest_bytes: 64 << 10,
-        table: TableOptions { block_size: 512, restart_interval: 8, bloom_bits_per_key: 10 },
+        table: TableOptions { block_size: 512, restart_interval: 8, ..TableOptions::default() },
         ..Options::default()
     }
 }
