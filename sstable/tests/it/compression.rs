@@ -291,3 +291,20 @@ fn large_compressible_values_round_trip() {
     assert!(summary.properties.uncompressed_data_bytes > 2 * summary.properties.data_bytes);
     assert_reads_back(&open(file, 1, None), &expected);
 }
+
+/// After a run of blocks that do not compress the writer tries only every 8th block, but
+/// compressible data after such a run is compressed again within 8 blocks.
+#[test]
+fn compression_resumes_after_a_long_incompressible_run() {
+    let entries = entries(4000, |i, rng| if i < 2000 { rng.bytes(100) } else { json_value(i) });
+    let file = build(&entries, lz4());
+    // The random half alone makes this many blocks (the same cut points as in `file`).
+    let random_blocks = data_blocks(&build(&entries[..2000], lz4())).len();
+    assert!(random_blocks > 40, "{random_blocks}");
+    let types: Vec<u8> = data_blocks(&file).iter().map(|b| b.2).collect();
+    let raw_prefix = types.iter().take_while(|&&t| t == 0).count();
+    let compressed_tail = types.iter().rev().take_while(|&&t| t == 1).count();
+    assert_eq!(raw_prefix + compressed_tail, types.len(), "{types:?}");
+    assert!(raw_prefix >= random_blocks - 1 && raw_prefix <= random_blocks + 8, "{raw_prefix} {types:?}");
+    assert_reads_back(&open(file, 1, None), &entries);
+}
