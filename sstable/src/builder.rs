@@ -211,7 +211,7 @@ impl<W: Write> TableBuilder<W> {
         }
         let raw = self.data_block.finish();
         self.props.uncompressed_data_bytes += (raw.len() + BLOCK_TRAILER_LEN) as u64;
-        let attempt = self.raw_streak < PROBE_AFTER || self.raw_streak % PROBE_INTERVAL == 0;
+        let attempt = self.raw_streak < PROBE_AFTER || self.raw_streak.is_multiple_of(PROBE_INTERVAL);
         let codec = if attempt { self.options.compression } else { Compression::None };
         let block_type = compress_block(codec, raw, &mut self.compressed);
         let handle = if block_type == BLOCK_TYPE_RAW {

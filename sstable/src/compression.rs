@@ -26,8 +26,10 @@ pub const MAX_UNCOMPRESSED_BLOCK: usize = 64 << 20;
 /// allocating (this bounds every allocation by a multiple of the bytes actually read).
 const LZ4_MAX_EXPANSION: usize = 255;
 
-/// How data blocks are compressed.
+/// How data blocks are compressed. Non-exhaustive: a codec may be added (block types
+/// 2..255 are reserved for that).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum Compression {
     /// Blocks are stored as they are (block type 0).
     None,
