@@ -63,7 +63,7 @@ pub fn value_pool(seed: u64) -> Vec<u8> {
 }
 
 /// A 1 MiB pool of JSON-like text: the same field names in every record, numbers and
-/// words from a small vocabulary varying. Values cut from it compress to about half
+/// words from a small vocabulary varying. Values cut from it compress to about 0.4
 /// (db_bench's `--compression_ratio 0.5` idea, with text instead of repeated bytes).
 pub fn text_value_pool(seed: u64) -> Vec<u8> {
     const WORDS: [&str; 8] = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel"];

@@ -96,7 +96,12 @@ fn puts(id: u64) -> Vec<(Vec<u8>, Vec<u8>)> {
     (0..count)
         .map(|idx| {
             let k = key(rng.below(KEYS));
-            let filler: Vec<u8> = (0..16 + rng.below(240)).map(|_| b'a' + rng.below(26) as u8).collect();
+            let len = 16 + rng.below(240);
+            // Random letters, or (half the time) a short run of them repeated, so that
+            // some table blocks are stored compressed and some not.
+            let period = if rng.chance(50) { 1 + rng.below(8) } else { len };
+            let letters: Vec<u8> = (0..period).map(|_| b'a' + rng.below(26) as u8).collect();
+            let filler: Vec<u8> = letters.iter().copied().cycle().take(len as usize).collect();
             (k, value(id, idx, count, &filler))
         })
         .collect()
