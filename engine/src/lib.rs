@@ -89,6 +89,6 @@ pub use db::{
 };
 pub use error::{Error, Result};
 pub use options::{BackgroundMode, Options, SyncMode, WriteOptions};
-pub use stampkv_sstable::TableOptions;
+pub use stampkv_sstable::{Compression, TableOptions};
 pub use stampkv_wal::RecoveryMode;
 pub use stats::{SpaceUsage, Stats};

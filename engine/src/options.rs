@@ -1,7 +1,7 @@
 //! Options of the engine.
 
 use crate::clock::{Clock, SystemClock};
-use stampkv_sstable::TableOptions;
+use stampkv_sstable::{Compression, TableOptions};
 use stampkv_wal::RecoveryMode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -50,8 +50,18 @@ pub struct Options {
     pub wal_preallocate_bytes: u64,
     /// What to do with damaged WAL data at open (default: drop a torn tail, fail otherwise).
     pub wal_recovery_mode: RecoveryMode,
-    /// Table format options (block size, restart interval, bloom bits).
+    /// Table format options (block size, restart interval, bloom bits, compression).
+    /// `table.compression` (default [`Compression::Lz4`]) is the compression of every
+    /// level that `compression_per_level` does not name.
     pub table: TableOptions,
+    /// Compression of the tables written into each level: entry `i` for level `i`, the
+    /// last entry for every deeper level; empty (the default) means `table.compression`
+    /// everywhere. For example `[None, None, Lz4]` leaves levels 0 and 1 uncompressed.
+    /// Flushes write level 0; compactions their output level; ingested tables use level
+    /// 0's setting and `repair` the deepest level's. A table moved down a level without
+    /// being rewritten keeps its compression, and every table is readable whatever the
+    /// current setting.
+    pub compression_per_level: Vec<Compression>,
     /// Block cache capacity in bytes (default 32 MiB).
     pub block_cache_bytes: usize,
     /// Level-0 file count that triggers compaction (default 4).
@@ -85,6 +95,7 @@ impl Default for Options {
             wal_preallocate_bytes: 1 << 20,
             wal_recovery_mode: RecoveryMode::TolerateCorruptedTail,
             table: TableOptions::default(),
+            compression_per_level: Vec::new(),
             block_cache_bytes: 32 << 20,
             l0_compaction_trigger: 4,
             l0_slowdown_trigger: 12,
@@ -106,6 +117,7 @@ impl std::fmt::Debug for Options {
             .field("sync_mode", &self.sync_mode)
             .field("background", &self.background)
             .field("table", &self.table)
+            .field("compression_per_level", &self.compression_per_level)
             .finish_non_exhaustive()
     }
 }
@@ -116,7 +128,7 @@ impl Options {
         Options {
             write_buffer_size: 4 << 10,
             wal_preallocate_bytes: 8 << 10,
-            table: TableOptions { block_size: 256, restart_interval: 4, bloom_bits_per_key: 10 },
+            table: TableOptions { block_size: 256, restart_interval: 4, ..TableOptions::default() },
             block_cache_bytes: 64 << 10,
             l0_compaction_trigger: 2,
             l0_slowdown_trigger: 6,
@@ -127,6 +139,11 @@ impl Options {
             max_manifest_bytes: 16 << 10,
             ..Options::default()
         }
+    }
+
+    /// The compression of tables written into `level`.
+    pub fn compression_for_level(&self, level: usize) -> Compression {
+        compression_for_level(&self.table, &self.compression_per_level, level)
     }
 
     /// Checks the options for values the engine cannot work with.
@@ -154,6 +171,15 @@ impl Options {
         }
         Ok(())
     }
+}
+
+/// `per_level[level]`, else the last entry of `per_level`, else `table.compression`.
+pub(crate) fn compression_for_level(
+    table: &TableOptions,
+    per_level: &[Compression],
+    level: usize,
+) -> Compression {
+    per_level.get(level).or(per_level.last()).copied().unwrap_or(table.compression)
 }
 
 /// Options of one write.

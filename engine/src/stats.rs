@@ -10,10 +10,12 @@ pub(crate) struct Counters {
     pub commits: AtomicU64,
     pub flushes: AtomicU64,
     pub flush_bytes: AtomicU64,
+    pub flush_bytes_uncompressed: AtomicU64,
     pub compactions: AtomicU64,
     pub trivial_moves: AtomicU64,
     pub compaction_bytes_read: AtomicU64,
     pub compaction_bytes_written: AtomicU64,
+    pub compaction_bytes_written_uncompressed: AtomicU64,
     pub stall_micros: AtomicU64,
     pub stalls: AtomicU64,
     pub slowdowns: AtomicU64,
@@ -44,6 +46,8 @@ pub struct Stats {
     pub flushes: u64,
     /// Bytes of tables written by flushes since open.
     pub flush_bytes_written: u64,
+    /// What `flush_bytes_written` would have been with every data block uncompressed.
+    pub flush_bytes_uncompressed: u64,
     /// Compactions since open (trivial moves included).
     pub compactions: u64,
     /// Compactions that moved a file down a level without rewriting it.
@@ -52,6 +56,8 @@ pub struct Stats {
     pub compaction_bytes_read: u64,
     /// Bytes of tables written by compactions since open.
     pub compaction_bytes_written: u64,
+    /// What `compaction_bytes_written` would have been with every data block uncompressed.
+    pub compaction_bytes_written_uncompressed: u64,
     /// Time writers spent delayed or stopped by backpressure, in microseconds.
     pub stall_micros: u64,
     /// Writes that had to wait for a flush or a level-0 compaction.
@@ -64,6 +70,9 @@ pub struct Stats {
     pub bytes_per_level: [u64; NUM_LEVELS],
     /// Bytes of all live table files.
     pub table_bytes: u64,
+    /// What `table_bytes` would be with every data block stored uncompressed;
+    /// `table_bytes / table_bytes_uncompressed` is the space compression saves.
+    pub table_bytes_uncompressed: u64,
     /// Bytes of live write-ahead log segments.
     pub wal_bytes_on_disk: u64,
     /// Memory of the mutable and frozen memtables.
@@ -86,10 +95,12 @@ impl Stats {
         self.commits = load(&c.commits);
         self.flushes = load(&c.flushes);
         self.flush_bytes_written = load(&c.flush_bytes);
+        self.flush_bytes_uncompressed = load(&c.flush_bytes_uncompressed);
         self.compactions = load(&c.compactions);
         self.trivial_moves = load(&c.trivial_moves);
         self.compaction_bytes_read = load(&c.compaction_bytes_read);
         self.compaction_bytes_written = load(&c.compaction_bytes_written);
+        self.compaction_bytes_written_uncompressed = load(&c.compaction_bytes_written_uncompressed);
         self.stall_micros = load(&c.stall_micros);
         self.stalls = load(&c.stalls);
         self.slowdowns = load(&c.slowdowns);

@@ -23,7 +23,8 @@ mod common;
 use common::{env_or, Rng};
 use stampkv_engine::fs::{CrashPolicy, MemFs};
 use stampkv_engine::{
-    BackgroundMode, Clock, Db, Entry, ManualClock, Options, Snapshot, SyncMode, WriteBatch, WriteOptions,
+    BackgroundMode, Clock, Compression, Db, Entry, ManualClock, Options, Snapshot, SyncMode, WriteBatch,
+    WriteOptions,
 };
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -80,6 +81,12 @@ impl Harness {
         options.background = background;
         options.sync_mode = SyncMode::Buffered;
         options.clock = clock.clone();
+        // Block compression: LZ4 everywhere (the default), nowhere, or below level 0 only.
+        match seed % 3 {
+            0 => {}
+            1 => options.table.compression = Compression::None,
+            _ => options.compression_per_level = vec![Compression::None, Compression::Lz4],
+        }
         let fs = MemFs::new();
         let db = Db::open_with_fs(Arc::new(fs.clone()), DIR, options.clone()).expect("open");
         Harness {
@@ -128,6 +135,12 @@ impl Harness {
             1 => 300 + self.rng.below(700) as usize,
             _ => self.rng.below(60) as usize,
         };
+        if len > 0 && self.rng.one_in(3) {
+            // A short pattern repeated: values that compress.
+            let pattern_len = 1 + self.rng.below(6) as usize;
+            let pattern = self.rng.bytes(pattern_len);
+            return pattern.iter().copied().cycle().take(len).collect();
+        }
         self.rng.bytes(len)
     }
 

@@ -35,7 +35,7 @@ fn options() -> Options {
         create_if_missing: true,
         write_buffer_size: 6 << 10,
         wal_preallocate_bytes: 16 << 10,
-        table: TableOptions { block_size: 256, restart_interval: 4, bloom_bits_per_key: 10 },
+        table: TableOptions { block_size: 256, restart_interval: 4, ..TableOptions::default() },
         l0_compaction_trigger: 3,
         target_file_size: 6 << 10,
         level1_target_bytes: 16 << 10,

@@ -6,6 +6,7 @@ use std::io::{self, Write};
 
 use crate::block_builder::BlockBuilder;
 use crate::bloom::BloomBuilder;
+use crate::compression::{compress_block, Compression, BLOCK_TYPE_RAW};
 use crate::error::TableError;
 use crate::format::{block_trailer, BlockHandle, Footer, BLOCK_TRAILER_LEN, FORMAT_VERSION};
 use crate::key::{compare, push_stored_key, shortest_separator};
@@ -18,6 +19,13 @@ pub const MAX_ENTRY_BYTES: usize = 1 << 30;
 
 /// Largest index block accepted (its internal offsets are u32).
 const MAX_INDEX_BYTES: usize = 1 << 31;
+
+/// After this many data blocks in a row that did not compress well enough, the builder
+/// tries to compress only every `PROBE_INTERVAL`-th block until one compresses again:
+/// incompressible data then costs the writer almost no compression work.
+const PROBE_AFTER: u32 = 8;
+/// See [`PROBE_AFTER`].
+const PROBE_INTERVAL: u32 = 8;
 
 /// Metaindex name of the filter block.
 pub(crate) const FILTER_META_NAME: &str = "filter";
@@ -52,13 +60,19 @@ struct Output<W: Write> {
 }
 
 impl<W: Write> Output<W> {
-    /// Appends the trailer to `contents`, writes block + trailer, returns the handle.
-    fn write_block(&mut self, contents: &mut Vec<u8>) -> Result<BlockHandle, TableError> {
-        let handle = BlockHandle { offset: self.offset, size: contents.len() as u64 };
-        let trailer = block_trailer(contents, self.offset);
-        contents.extend_from_slice(&trailer);
-        self.write_all(contents)?;
+    /// Appends the trailer to `stored` (a block's bytes as stored: the block itself for
+    /// type 0), writes block + trailer, returns the handle.
+    fn write_block(&mut self, stored: &mut Vec<u8>, block_type: u8) -> Result<BlockHandle, TableError> {
+        let handle = BlockHandle { offset: self.offset, size: stored.len() as u64 };
+        let trailer = block_trailer(stored, block_type, self.offset);
+        stored.extend_from_slice(&trailer);
+        self.write_all(stored)?;
         Ok(handle)
+    }
+
+    /// Writes an uncompressed block (type 0).
+    fn write_raw_block(&mut self, contents: &mut Vec<u8>) -> Result<BlockHandle, TableError> {
+        self.write_block(contents, BLOCK_TYPE_RAW)
     }
 
     fn write_all(&mut self, bytes: &[u8]) -> Result<(), TableError> {
@@ -89,6 +103,10 @@ pub struct TableBuilder<W: Write> {
     bloom: Option<BloomBuilder>,
     /// Scratch buffer for stored keys.
     key_buf: Vec<u8>,
+    /// Scratch buffer for compressed data blocks.
+    compressed: Vec<u8>,
+    /// Data blocks stored uncompressed in a row (see [`PROBE_AFTER`]).
+    raw_streak: u32,
     last_user_key: Vec<u8>,
     last_trailer: u64,
     props: TableProperties,
@@ -107,6 +125,8 @@ impl<W: Write> TableBuilder<W> {
             pending_handle: None,
             bloom,
             key_buf: Vec::new(),
+            compressed: Vec::new(),
+            raw_streak: 0,
             last_user_key: Vec::new(),
             last_trailer: 0,
             props: TableProperties { format_version: FORMAT_VERSION, ..TableProperties::default() },
@@ -157,7 +177,9 @@ impl<W: Write> TableBuilder<W> {
         Ok(())
     }
 
-    /// Bytes written or buffered so far (to cut output files at a target size).
+    /// Bytes written or buffered so far (to cut output files at a target size). The block
+    /// being built counts at its uncompressed size, so with compression the estimate can
+    /// drop a little when that block is written.
     pub fn estimated_size(&self) -> u64 {
         let buffered =
             if self.data_block.is_empty() { 0 } else { self.data_block.size_estimate() + BLOCK_TRAILER_LEN };
@@ -187,7 +209,18 @@ impl<W: Write> TableBuilder<W> {
         if self.data_block.is_empty() {
             return Ok(());
         }
-        let handle = self.out.write_block(self.data_block.finish())?;
+        let raw = self.data_block.finish();
+        self.props.uncompressed_data_bytes += (raw.len() + BLOCK_TRAILER_LEN) as u64;
+        let attempt = self.raw_streak < PROBE_AFTER || self.raw_streak.is_multiple_of(PROBE_INTERVAL);
+        let codec = if attempt { self.options.compression } else { Compression::None };
+        let block_type = compress_block(codec, raw, &mut self.compressed);
+        let handle = if block_type == BLOCK_TYPE_RAW {
+            self.raw_streak = self.raw_streak.saturating_add(1);
+            self.out.write_block(raw, BLOCK_TYPE_RAW)?
+        } else {
+            self.raw_streak = 0;
+            self.out.write_block(&mut self.compressed, block_type)?
+        };
         self.data_block.reset();
         self.props.data_block_count += 1;
         self.pending_handle = Some(handle);
@@ -235,14 +268,14 @@ impl<W: Write> TableBuilder<W> {
     /// Writes filter, properties, metaindex and index blocks; returns the footer.
     fn write_meta_and_index(&mut self) -> Result<Footer, TableError> {
         let filter_handle = match &self.bloom {
-            Some(bloom) => Some(self.out.write_block(&mut bloom.finish())?),
+            Some(bloom) => Some(self.out.write_raw_block(&mut bloom.finish())?),
             None => None,
         };
         self.props.filter_bytes = filter_handle.map_or(0, |h| h.size + BLOCK_TRAILER_LEN as u64);
         // The index is complete; its size is recorded in the properties written first.
         let mut index_contents = std::mem::take(self.index_block.finish());
         self.props.index_bytes = (index_contents.len() + BLOCK_TRAILER_LEN) as u64;
-        let properties_handle = self.out.write_block(&mut self.props.encode())?;
+        let properties_handle = self.out.write_raw_block(&mut self.props.encode())?;
 
         let mut metaindex = BlockBuilder::new(1);
         let mut value = Vec::new();
@@ -254,8 +287,8 @@ impl<W: Write> TableBuilder<W> {
         value.clear();
         properties_handle.encode_to(&mut value);
         metaindex.add(PROPERTIES_META_NAME.as_bytes(), &value);
-        let metaindex_handle = self.out.write_block(metaindex.finish())?;
-        let index_handle = self.out.write_block(&mut index_contents)?;
-        Ok(Footer { metaindex: metaindex_handle, index: index_handle })
+        let metaindex_handle = self.out.write_raw_block(metaindex.finish())?;
+        let index_handle = self.out.write_raw_block(&mut index_contents)?;
+        Ok(Footer { metaindex: metaindex_handle, index: index_handle, version: FORMAT_VERSION })
     }
 }

@@ -8,16 +8,17 @@ use std::sync::Arc;
 use crate::block::{Block, BlockIter};
 use crate::format::{block_checksum, BlockHandle, Footer, FOOTER_LEN};
 use crate::table::read_metaindex;
-use crate::{ReadAt, Table, TableBuilder, TableOptions};
+use crate::{Compression, ReadAt, Table, TableBuilder, TableOptions};
 
 /// A multi-block table: `n` entries, values of `value_len(i)` bytes.
 fn build_with(
     n: u64,
     block_size: usize,
     restart_interval: usize,
+    compression: Compression,
     value_len: impl Fn(u64) -> usize,
 ) -> (Vec<u8>, Vec<(Vec<u8>, u64)>) {
-    let opts = TableOptions { block_size, restart_interval, bloom_bits_per_key: 10 };
+    let opts = TableOptions { block_size, restart_interval, bloom_bits_per_key: 10, compression };
     let mut b = TableBuilder::new(Vec::new(), opts);
     let mut keys = Vec::new();
     for i in 0..n {
@@ -29,8 +30,8 @@ fn build_with(
     (b.finish(&[("p", b"q")]).unwrap().1, keys)
 }
 
-fn build() -> (Vec<u8>, Vec<(Vec<u8>, u64)>) {
-    build_with(90, 96, 3, |i| (i % 7) as usize)
+fn build(compression: Compression) -> (Vec<u8>, Vec<(Vec<u8>, u64)>) {
+    build_with(90, 96, 3, compression, |i| (i % 7) as usize)
 }
 
 /// Every block of the file (data, filter, properties, metaindex, index).
@@ -98,8 +99,23 @@ fn exercise(file: Vec<u8>, keys: &[(Vec<u8>, u64)]) -> bool {
 
 #[test]
 fn resealed_corruption_never_panics() {
-    let (file, keys) = build();
+    resealed_corruption_never_panics_with(Compression::None);
+}
+
+/// As above, with most data blocks LZ4-compressed: the damage reaches the decompressor,
+/// and whatever it produces reaches the block decoder.
+#[test]
+fn resealed_corruption_of_compressed_blocks_never_panics() {
+    resealed_corruption_never_panics_with(Compression::Lz4);
+}
+
+fn resealed_corruption_never_panics_with(compression: Compression) {
+    let (file, keys) = build(compression);
     let blocks = all_blocks(&file);
+    if compression == Compression::Lz4 {
+        let compressed = blocks.iter().filter(|h| file[(h.offset + h.size) as usize] == 1).count();
+        assert!(compressed > 5, "only {compressed} blocks compressed");
+    }
     assert!(blocks.len() > 10, "want a multi-block table");
     println!("file {} bytes, {} blocks", file.len(), blocks.len());
     let (mut runs, mut opened) = (0, 0);
@@ -137,7 +153,13 @@ fn resealed_corruption_never_panics() {
 /// lengths show up), resealed; values long enough that lengths need 2-byte varints.
 #[test]
 fn resealed_random_damage_never_panics() {
-    let (file, keys) = build_with(40, 600, 16, |i| 100 + 7 * i as usize);
+    for compression in [Compression::None, Compression::Lz4] {
+        resealed_random_damage_never_panics_with(compression);
+    }
+}
+
+fn resealed_random_damage_never_panics_with(compression: Compression) {
+    let (file, keys) = build_with(40, 600, 16, compression, |i| 100 + 7 * i as usize);
     let blocks = all_blocks(&file);
     let mut state = 0x9e37_79b9_7f4a_7c15u64;
     let mut rnd = move || {

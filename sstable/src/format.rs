@@ -2,6 +2,7 @@
 //!
 //! See `FORMAT.md` for the byte-level description.
 
+use crate::compression::decode_block;
 use crate::error::TableError;
 use crate::read_at::ReadAt;
 use stampkv_coding::crc::mask;
@@ -9,14 +10,15 @@ use stampkv_coding::{get_u32_le, get_u64_le, get_varint64, put_varint64};
 
 /// Bytes after every block: type (1) + masked CRC-32 (4).
 pub(crate) const BLOCK_TRAILER_LEN: usize = 5;
-/// Block type byte of an uncompressed block; the only type format version 1 writes.
-pub(crate) const BLOCK_TYPE_RAW: u8 = 0;
 /// Size of the footer at the end of the file.
 pub(crate) const FOOTER_LEN: usize = 56;
 /// The magic number closing every table file (stored as these 8 bytes).
 pub(crate) const MAGIC: [u8; 8] = *b"\x89STAMPKV";
-/// The format version this code writes and reads.
-pub(crate) const FORMAT_VERSION: u32 = 1;
+/// The format version this code writes: 2, which added compressed blocks (type 1).
+pub(crate) const FORMAT_VERSION: u32 = 2;
+/// The oldest format version this code reads. Version 1 files hold only type-0 blocks
+/// and no `stampkv.uncompressed_data_bytes` property; otherwise they read as version 2.
+pub(crate) const MIN_FORMAT_VERSION: u32 = 1;
 /// Checksum kind 1: masked CRC-32 (IEEE) over block bytes, type byte and block offset.
 pub(crate) const CHECKSUM_KIND_CRC32_CONTEXT: u8 = 1;
 
@@ -36,10 +38,10 @@ pub(crate) fn block_checksum(contents: &[u8], block_type: u8, offset: u64) -> u3
     mask(hasher.finalize())
 }
 
-/// The 5-byte trailer to write after a block stored at `offset`.
-pub(crate) fn block_trailer(contents: &[u8], offset: u64) -> [u8; BLOCK_TRAILER_LEN] {
-    let crc = block_checksum(contents, BLOCK_TYPE_RAW, offset).to_le_bytes();
-    [BLOCK_TYPE_RAW, crc[0], crc[1], crc[2], crc[3]]
+/// The 5-byte trailer to write after a block of type `block_type` stored at `offset`.
+pub(crate) fn block_trailer(stored: &[u8], block_type: u8, offset: u64) -> [u8; BLOCK_TRAILER_LEN] {
+    let crc = block_checksum(stored, block_type, offset).to_le_bytes();
+    [block_type, crc[0], crc[1], crc[2], crc[3]]
 }
 
 /// Where a block lives: its file offset and its size excluding the trailer.
@@ -78,16 +80,14 @@ pub(crate) struct Footer {
     pub(crate) metaindex: BlockHandle,
     /// The index block.
     pub(crate) index: BlockHandle,
+    /// The format version the file was written with.
+    pub(crate) version: u32,
 }
 
 impl Footer {
-    /// The footer bytes for format version 1.
+    /// The footer bytes.
     pub(crate) fn encode(&self) -> [u8; FOOTER_LEN] {
-        self.encode_with_version(FORMAT_VERSION)
-    }
-
-    /// The footer bytes with an arbitrary version (tests write unknown versions).
-    pub(crate) fn encode_with_version(&self, version: u32) -> [u8; FOOTER_LEN] {
+        let version = self.version;
         let mut buf = Vec::with_capacity(FOOTER_LEN);
         for v in [self.metaindex.offset, self.metaindex.size, self.index.offset, self.index.size] {
             buf.extend_from_slice(&v.to_le_bytes());
@@ -119,7 +119,7 @@ impl Footer {
             return Err(corrupt("footer checksum mismatch"));
         }
         let version = get_u32_le(buf, 32).ok_or_else(|| corrupt("short footer"))?;
-        if version != FORMAT_VERSION {
+        if !(MIN_FORMAT_VERSION..=FORMAT_VERSION).contains(&version) {
             return Err(TableError::Unsupported { file: file.to_owned(), version });
         }
         if buf.get(36) != Some(&CHECKSUM_KIND_CRC32_CONTEXT) {
@@ -129,12 +129,13 @@ impl Footer {
         Ok(Footer {
             metaindex: BlockHandle { offset: field(0)?, size: field(8)? },
             index: BlockHandle { offset: field(16)?, size: field(24)? },
+            version,
         })
     }
 }
 
-/// Reads the block at `handle` and verifies its trailer; returns the block bytes without
-/// the trailer. The block (with trailer) must end at or before `limit`, which callers set
+/// Reads the block at `handle`, verifies its trailer and decodes it (decompressing a
+/// compressed block); returns the block bytes. The block (with trailer) must end at or before `limit`, which callers set
 /// to the end of the region the block belongs to; this bounds the allocation by the file
 /// size whatever the handle says.
 pub(crate) fn read_block(
@@ -160,11 +161,8 @@ pub(crate) fn read_block(
     if block_checksum(contents, block_type, offset) != stored {
         return Err(corrupt("block checksum mismatch".into()));
     }
-    if block_type != BLOCK_TYPE_RAW {
-        return Err(corrupt(format!("unsupported block type {block_type}")));
-    }
     buf.truncate(size);
-    Ok(buf)
+    decode_block(block_type, buf).map_err(corrupt)
 }
 
 #[cfg(test)]
@@ -176,11 +174,17 @@ mod tests {
         let f = Footer {
             metaindex: BlockHandle { offset: 1234, size: 56 },
             index: BlockHandle { offset: u64::MAX, size: 7 },
+            version: FORMAT_VERSION,
         };
-        let bytes = f.encode();
-        assert_eq!(Footer::decode(&bytes, "t", 0).unwrap(), f);
-        let bad = f.encode_with_version(2);
-        assert!(matches!(Footer::decode(&bad, "t", 0), Err(TableError::Unsupported { version: 2, .. })));
+        for version in [MIN_FORMAT_VERSION, FORMAT_VERSION] {
+            let f = Footer { version, ..f };
+            assert_eq!(Footer::decode(&f.encode(), "t", 0).unwrap(), f);
+        }
+        for version in [0, FORMAT_VERSION + 1] {
+            let bad = Footer { version, ..f }.encode();
+            let err = Footer::decode(&bad, "t", 0).unwrap_err();
+            assert!(matches!(err, TableError::Unsupported { version: v, .. } if v == version));
+        }
     }
 
     #[test]

@@ -8,7 +8,7 @@
 //! stores `seq << 8 | kind`, so the newest version of a key comes first). A versioned
 //! key may appear at most once.
 //!
-//! # File format (version 1)
+//! # File format (version 2)
 //!
 //! LevelDB's table layout; `FORMAT.md` in this crate documents it byte by byte.
 //!
@@ -17,9 +17,15 @@
 //! [metaindex block] [index block] [footer: 56 bytes]
 //! ```
 //!
-//! * Every block is followed by a 5-byte trailer: a type byte (0 = uncompressed) and a
-//!   masked CRC-32 (IEEE) over the block bytes, the type byte and the block's file offset
-//!   (u64 LE), so a valid block read from the wrong offset fails verification.
+//! * Every block is followed by a 5-byte trailer: a type byte (0 = uncompressed, 1 = LZ4:
+//!   `varint32 uncompressed_len ++ LZ4 block`) and a masked CRC-32 (IEEE) over the stored
+//!   bytes, the type byte and the block's file offset (u64 LE), so a valid block read from
+//!   the wrong offset fails verification.
+//! * Data blocks are LZ4-compressed when [`TableOptions::compression`] says so and the
+//!   compressed form is more than 1/8 smaller; other blocks are never compressed. The
+//!   checksum is verified before decompressing, and a declared uncompressed length above
+//!   [`MAX_UNCOMPRESSED_BLOCK`] (or above what the compressed bytes could produce) is
+//!   corruption. Version 1 files (no compression) read unchanged.
 //! * Blocks hold prefix-compressed entries (`shared`, `unshared`, `value_len` varint32s,
 //!   key delta, value) with a restart point (full key) every `restart_interval` entries,
 //!   then the restart offsets (u32 LE each) and their count (u32 LE).
@@ -40,7 +46,7 @@
 //!
 //! [`Table::open`] verifies the footer and pins the index, filter and properties in
 //! memory. Data blocks are read with [`ReadAt::read_exact_at`], verified once, and
-//! shared through an optional [`BlockCache`]. Decoding never panics on malformed input,
+//! shared (decompressed) through an optional [`BlockCache`]. Decoding never panics on malformed input,
 //! whatever the checksums say: every length and offset is bounds-checked.
 //! [`ReadAt`] is implemented for [`std::fs::File`] (`pread`) and for `Vec<u8>` (an
 //! in-memory image).
@@ -74,6 +80,7 @@ mod block_builder;
 mod bloom;
 mod builder;
 mod cache;
+mod compression;
 mod error;
 mod format;
 mod hash;
@@ -90,6 +97,7 @@ mod collision_tests;
 
 pub use builder::{TableBuilder, TableSummary, MAX_ENTRY_BYTES};
 pub use cache::BlockCache;
+pub use compression::{decode_stored_block, is_known_block_type, Compression, MAX_UNCOMPRESSED_BLOCK};
 pub use error::TableError;
 pub use hash::xxh64;
 pub use iter::TableIter;
@@ -100,5 +108,7 @@ pub use table::Table;
 
 /// Size in bytes of the footer at the end of every table file.
 pub const FOOTER_SIZE: usize = format::FOOTER_LEN;
-/// The format version written (and the only one read).
+/// The format version written (the newest one read).
 pub const FORMAT_VERSION: u32 = format::FORMAT_VERSION;
+/// The oldest format version read.
+pub const MIN_FORMAT_VERSION: u32 = format::MIN_FORMAT_VERSION;

@@ -1,5 +1,7 @@
 //! Builder options.
 
+use crate::compression::Compression;
+
 /// Largest block size honoured; larger settings are clamped (block offsets are u32).
 pub(crate) const MAX_BLOCK_SIZE: usize = 1 << 30;
 
@@ -13,11 +15,20 @@ pub struct TableOptions {
     pub restart_interval: usize,
     /// Bloom filter bits per key; 0 disables the filter.
     pub bloom_bits_per_key: u32,
+    /// How data blocks are compressed (default [`Compression::Lz4`]). A block is stored
+    /// compressed only if that makes it more than 1/8 smaller. Filter, index and meta
+    /// blocks are never compressed.
+    pub compression: Compression,
 }
 
 impl Default for TableOptions {
     fn default() -> Self {
-        TableOptions { block_size: 4096, restart_interval: 16, bloom_bits_per_key: 10 }
+        TableOptions {
+            block_size: 4096,
+            restart_interval: 16,
+            bloom_bits_per_key: 10,
+            compression: Compression::default(),
+        }
     }
 }
 

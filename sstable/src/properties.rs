@@ -22,20 +22,25 @@ const LARGEST_KEY: &str = "stampkv.largest_key";
 const RAW_KEY_BYTES: &str = "stampkv.raw_key_bytes";
 const RAW_VALUE_BYTES: &str = "stampkv.raw_value_bytes";
 const SMALLEST_KEY: &str = "stampkv.smallest_key";
+const UNCOMPRESSED_DATA_BYTES: &str = "stampkv.uncompressed_data_bytes";
 /// Prefix of user property names in the block.
 const USER_PREFIX: &str = "user.";
 
 /// What the properties block of a table records.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TableProperties {
-    /// Format version of the file (1).
+    /// Format version of the file (1 or 2).
     pub format_version: u32,
     /// Number of entries.
     pub entry_count: u64,
     /// Number of data blocks.
     pub data_block_count: u64,
-    /// Bytes of the data region: all data blocks including their 5-byte trailers.
+    /// Bytes of the data region: all data blocks as stored, including their 5-byte
+    /// trailers.
     pub data_bytes: u64,
+    /// What `data_bytes` would be with every data block stored uncompressed. Equal to
+    /// `data_bytes` for format version 1 files, which do not record it.
+    pub uncompressed_data_bytes: u64,
     /// Bytes of the index block including its trailer.
     pub index_bytes: u64,
     /// Bytes of the filter block including its trailer (0 without a filter).
@@ -69,6 +74,7 @@ impl TableProperties {
         num(INDEX_BYTES, self.index_bytes);
         num(RAW_KEY_BYTES, self.raw_key_bytes);
         num(RAW_VALUE_BYTES, self.raw_value_bytes);
+        num(UNCOMPRESSED_DATA_BYTES, self.uncompressed_data_bytes);
         for (name, bound) in [(SMALLEST_KEY, &self.smallest), (LARGEST_KEY, &self.largest)] {
             if let Some((user, trailer)) = bound {
                 let mut key = Vec::new();
@@ -116,6 +122,12 @@ impl TableProperties {
             if !seen.contains(&required) {
                 return Err(format!("missing property {required}"));
             }
+        }
+        if props.format_version >= 2 && !seen.contains(&UNCOMPRESSED_DATA_BYTES) {
+            return Err(format!("missing property {UNCOMPRESSED_DATA_BYTES}"));
+        }
+        if props.format_version < 2 {
+            props.uncompressed_data_bytes = props.data_bytes;
         }
         if (props.entry_count > 0) != (props.smallest.is_some() && props.largest.is_some()) {
             return Err("key range does not match the entry count".into());
@@ -166,6 +178,7 @@ impl TableProperties {
             INDEX_BYTES => (INDEX_BYTES, &mut self.index_bytes),
             RAW_KEY_BYTES => (RAW_KEY_BYTES, &mut self.raw_key_bytes),
             RAW_VALUE_BYTES => (RAW_VALUE_BYTES, &mut self.raw_value_bytes),
+            UNCOMPRESSED_DATA_BYTES => (UNCOMPRESSED_DATA_BYTES, &mut self.uncompressed_data_bytes),
             _ => return None,
         })
     }

@@ -8,7 +8,7 @@ use crate::bloom::BloomFilter;
 use crate::builder::{FILTER_META_NAME, PROPERTIES_META_NAME};
 use crate::cache::BlockCache;
 use crate::error::TableError;
-use crate::format::{read_block, BlockHandle, Footer, BLOCK_TRAILER_LEN, FOOTER_LEN, FORMAT_VERSION};
+use crate::format::{read_block, BlockHandle, Footer, BLOCK_TRAILER_LEN, FOOTER_LEN};
 use crate::index::IndexBlock;
 use crate::iter::TableIter;
 use crate::key::split_stored_key;
@@ -75,7 +75,8 @@ impl Table {
         let data_end = meta.filter.map_or(meta.properties.offset, |f| f.offset.min(meta.properties.offset));
         let trailer = BLOCK_TRAILER_LEN as u64;
         let consistent = properties.data_bytes == data_end
-            && properties.format_version == FORMAT_VERSION
+            && properties.format_version == footer.version
+            && properties.uncompressed_data_bytes >= properties.data_bytes
             && properties.index_bytes == footer.index.size + trailer
             && properties.filter_bytes == meta.filter.map_or(0, |h| h.size + trailer);
         if !consistent {
@@ -175,6 +176,17 @@ impl Table {
     /// File size in bytes.
     pub fn file_size(&self) -> u64 {
         self.file_size
+    }
+
+    /// What the file size would be with every data block stored uncompressed.
+    pub fn uncompressed_size(&self) -> u64 {
+        let saved = self.properties.uncompressed_data_bytes.saturating_sub(self.properties.data_bytes);
+        self.file_size.saturating_add(saved)
+    }
+
+    /// The format version the file was written with (1 or 2).
+    pub fn format_version(&self) -> u32 {
+        self.properties.format_version
     }
 
     /// Whether the table has a bloom filter.

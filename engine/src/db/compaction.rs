@@ -138,6 +138,10 @@ impl DbInner {
         Counters::add(&self.counters.compactions, 1);
         Counters::add(&self.counters.compaction_bytes_read, plan.all_inputs().map(|f| f.desc.size).sum());
         Counters::add(&self.counters.compaction_bytes_written, outputs.iter().map(|f| f.desc.size).sum());
+        Counters::add(
+            &self.counters.compaction_bytes_written_uncompressed,
+            outputs.iter().map(|f| f.table.uncompressed_size()).sum(),
+        );
         Ok(())
     }
 
@@ -191,7 +195,7 @@ impl DbInner {
                     }
                 }
                 if output.is_none() {
-                    output = Some(self.start_table()?);
+                    output = Some(self.start_table(plan.output_level)?);
                 }
                 if let Some(out) = output.as_mut() {
                     out.add(user_key, trailer, value, decision)?;

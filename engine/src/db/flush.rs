@@ -7,10 +7,11 @@ use crate::fs::{FileWriter, Fs, TableFile as TableFileAdapter};
 use crate::iter::InternalIterator;
 use crate::key::{self, EntryKind};
 use crate::memtable::{Memtable, MemtableIter};
+use crate::options::compression_for_level;
 use crate::stats::Counters;
 use crate::version::{FileDesc, TableFile, VersionEdit, EARLIEST_EXPIRY_PROPERTY};
 use crate::{Error, Result};
-use stampkv_sstable::{BlockCache, Table, TableBuilder, TableOptions};
+use stampkv_sstable::{BlockCache, Compression, Table, TableBuilder, TableOptions};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -70,15 +71,20 @@ pub(crate) struct TableEnv {
     pub fs: Arc<dyn Fs>,
     pub dir: PathBuf,
     pub options: TableOptions,
+    /// See [`crate::Options::compression_per_level`].
+    pub compression_per_level: Vec<Compression>,
     pub cache: Arc<BlockCache>,
 }
 
 impl TableEnv {
-    /// Creates table file `number` and a builder writing to it.
-    pub fn start(&self, number: u64) -> Result<TableOutput> {
+    /// Creates table file `number`, to go into `level`, and a builder writing to it
+    /// (compressing as that level is configured to).
+    pub fn start(&self, number: u64, level: usize) -> Result<TableOutput> {
         let path = filename::table_path(&self.dir, number);
         let file = self.fs.create(&path).map_err(|e| Error::io(format!("creating {}", path.display()), e))?;
-        let builder = TableBuilder::new(FileWriter::new(file), self.options.clone());
+        let compression = compression_for_level(&self.options, &self.compression_per_level, level);
+        let options = TableOptions { compression, ..self.options.clone() };
+        let builder = TableBuilder::new(FileWriter::new(file), options);
         Ok(TableOutput { number, builder, last_key: Vec::new(), earliest_expiry_ms: None })
     }
 
@@ -134,7 +140,8 @@ impl TableEnv {
         self.fs.sync_dir(&self.dir).map_err(|e| Error::io("syncing the database directory", e))
     }
 
-    /// Writes a memtable's entries to table `number`, dropping versions no reader can see.
+    /// Writes a memtable's entries to level-0 table `number`, dropping versions no reader
+    /// can see.
     pub fn write_memtable(
         &self,
         mem: &Arc<Memtable>,
@@ -144,7 +151,7 @@ impl TableEnv {
         if mem.is_empty() {
             return Ok(None);
         }
-        let mut output = self.start(number)?;
+        let mut output = self.start(number, 0)?;
         let mut filter = GcFilter::new(point);
         let mut iter = MemtableIter::new(mem.clone());
         iter.seek_to_first()?;
@@ -170,9 +177,9 @@ impl DbInner {
         }
     }
 
-    /// Starts a new table file.
-    pub(crate) fn start_table(&self) -> Result<TableOutput> {
-        self.tables.start(self.next_file.fetch_add(1, Ordering::SeqCst))
+    /// Starts a new table file, to go into `level`.
+    pub(crate) fn start_table(&self, level: usize) -> Result<TableOutput> {
+        self.tables.start(self.next_file.fetch_add(1, Ordering::SeqCst), level)
     }
 
     /// Finishes a table (see [`TableEnv::finish`]).
@@ -225,6 +232,10 @@ impl DbInner {
         self.remove_wal_segments_below(next_segment);
         Counters::add(&self.counters.flushes, 1);
         Counters::add(&self.counters.flush_bytes, added.iter().map(|f| f.desc.size).sum());
+        Counters::add(
+            &self.counters.flush_bytes_uncompressed,
+            added.iter().map(|f| f.table.uncompressed_size()).sum(),
+        );
         Ok(true)
     }
 

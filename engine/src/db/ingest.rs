@@ -133,7 +133,8 @@ impl Ingest<'_> {
         }
         let inner = &self.db.inner;
         if self.output.is_none() {
-            let output = inner.start_table()?;
+            // The level is chosen at `finish`; ingested tables compress as level 0 does.
+            let output = inner.start_table(0)?;
             self.created.push(output.number);
             self.output = Some(output);
         }

@@ -437,6 +437,8 @@ impl DbInner {
             stats.bytes_per_level[level] = state.version.level_bytes(level);
         }
         stats.table_bytes = state.version.total_bytes();
+        stats.table_bytes_uncompressed =
+            state.version.all_files().map(|(_, f)| f.table.uncompressed_size()).sum();
         stats.pinned_table_bytes =
             state.version.all_files().map(|(_, f)| f.table.pinned_memory_bytes() as u64).sum();
         stats.memtable_bytes = std::iter::once(&state.mem)

@@ -53,6 +53,7 @@ pub(crate) fn open(fs: Arc<dyn Fs>, dir: &Path, options: Options) -> Result<DbIn
         fs: fs.clone(),
         dir: dir.to_path_buf(),
         options: options.table.clone(),
+        compression_per_level: options.compression_per_level.clone(),
         cache: Arc::new(BlockCache::new(options.block_cache_bytes)),
     };
     let mut levels: [Vec<Arc<TableFile>>; NUM_LEVELS] = Default::default();

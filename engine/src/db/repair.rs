@@ -414,6 +414,7 @@ impl Salvage<'_> {
             fs: self.fs.clone(),
             dir: self.dir.to_path_buf(),
             options: options.table.clone(),
+            compression_per_level: options.compression_per_level.clone(),
             cache: Arc::new(BlockCache::new(1 << 20)),
         };
         let mut sources: Vec<Box<dyn Iterator<Item = Result<TableEntry>> + '_>> = Vec::new();
@@ -456,7 +457,7 @@ impl Salvage<'_> {
                 None => {
                     let number = *next_number;
                     *next_number += 1;
-                    output.insert(env.start(number)?)
+                    output.insert(env.start(number, NUM_LEVELS - 1)?)
                 }
             };
             out.add(&entry.key, entry.trailer, &entry.value, Decision::Keep)?;

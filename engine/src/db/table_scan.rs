@@ -10,24 +10,28 @@
 //!   (checksum, then structure), so one damaged block costs only its own entries.
 //! - If the footer or the index is damaged, the data blocks are found by following the
 //!   chain of blocks from offset 0: blocks are contiguous, and each is followed by a
-//!   trailer whose checksum covers the block's bytes and its offset, so the end of the
-//!   block starting at `s` is the first `e` where `crc(bytes[s..e] ++ 0 ++ s)` matches the
-//!   four bytes after `e` (a false match has odds of 2^-32 per position). The data region
+//!   trailer whose checksum covers the block's bytes, its type and its offset, so the end
+//!   of the block starting at `s` is the first `e` where `bytes[e]` is a known block type
+//!   `t` and `crc(bytes[s..e] ++ t ++ s)` matches the four bytes after it (a false match
+//!   has odds of 2^-32 per position). The data region
 //!   ends where the metaindex (from the footer, or as the second-last block of the chain)
 //!   says the first meta block starts.
 //!
 //! Every byte of a table belongs to a block, a trailer or the footer, so checking all of
-//! them, as this reader does, covers the whole file.
+//! them, as this reader does, covers the whole file. Compressed blocks are decompressed
+//! (by the table crate's checked decoder) after their checksum verifies.
+
+use std::borrow::Cow;
 
 use stampkv_coding::crc::mask;
 use stampkv_coding::{get_u32_le, get_u64_le, get_varint32, get_varint64};
+use stampkv_sstable::{decode_stored_block, is_known_block_type, FORMAT_VERSION, MIN_FORMAT_VERSION};
 
 /// Bytes after every block: a type byte and a masked CRC-32.
 const TRAILER: u64 = 5;
 /// Size of the footer.
 const FOOTER: usize = 56;
 const MAGIC: &[u8; 8] = b"\x89STAMPKV";
-const FORMAT_VERSION: u32 = 1;
 const CHECKSUM_KIND: u8 = 1;
 
 /// Where a block lies: its offset and its size without the trailer.
@@ -164,7 +168,8 @@ fn parse_footer(bytes: &[u8], offset: u64) -> Result<(Span, Span), String> {
     if mask(crc32fast::hash(bytes.get(..44).unwrap_or_default())) != stored {
         return Err("footer checksum mismatch".into());
     }
-    if get_u32_le(bytes, 32) != Some(FORMAT_VERSION) || bytes.get(36) != Some(&CHECKSUM_KIND) {
+    let version = get_u32_le(bytes, 32).unwrap_or_default();
+    if !(MIN_FORMAT_VERSION..=FORMAT_VERSION).contains(&version) || bytes.get(36) != Some(&CHECKSUM_KIND) {
         return Err("footer: unknown format version or checksum kind".into());
     }
     let field = |at| get_u64_le(bytes, at).unwrap_or(u64::MAX);
@@ -176,33 +181,32 @@ fn parse_footer(bytes: &[u8], offset: u64) -> Result<(Span, Span), String> {
     Ok((metaindex, index))
 }
 
-/// The bytes of the block at `span` after its checksum verified.
-pub(crate) fn checked_block(data: &[u8], span: Span) -> Result<&[u8], String> {
+/// The contents of the block at `span` (decompressed if it is stored compressed), after
+/// its checksum verified.
+pub(crate) fn checked_block(data: &[u8], span: Span) -> Result<Cow<'_, [u8]>, String> {
     let start = usize::try_from(span.offset).map_err(|_| "block offset out of range")?;
     let size = usize::try_from(span.size).map_err(|_| "block size out of range")?;
     let end = start.checked_add(size).ok_or("block size out of range")?;
     let (Some(block), Some(trailer)) = (data.get(start..end), data.get(end..end.saturating_add(5))) else {
         return Err("block extends past the end of the file".into());
     };
-    verify_trailer(block, trailer, span.offset)?;
-    Ok(block)
+    verified_contents(block, trailer, span.offset)
 }
 
-/// Checks a block's trailer (type byte, then checksum over the block, type and offset).
-fn verify_trailer(block: &[u8], trailer: &[u8], offset: u64) -> Result<(), String> {
-    if block_crc(block, offset) != get_u32_le(trailer, 1).unwrap_or_default() {
+/// Checks a block's trailer (checksum over the stored bytes, type and offset), then
+/// decodes the stored bytes as the type byte says.
+fn verified_contents<'a>(stored: &'a [u8], trailer: &[u8], offset: u64) -> Result<Cow<'a, [u8]>, String> {
+    let block_type = trailer.first().copied().unwrap_or(u8::MAX);
+    if block_crc(stored, block_type, offset) != get_u32_le(trailer, 1).unwrap_or_default() {
         return Err("block checksum mismatch".into());
     }
-    if trailer.first() != Some(&0) {
-        return Err("unknown block type".into());
-    }
-    Ok(())
+    decode_stored_block(block_type, stored)
 }
 
-fn block_crc(block: &[u8], offset: u64) -> u32 {
+fn block_crc(block: &[u8], block_type: u8, offset: u64) -> u32 {
     let mut hasher = crc32fast::Hasher::new();
     hasher.update(block);
-    hasher.update(&[0]);
+    hasher.update(&[block_type]);
     hasher.update(&offset.to_le_bytes());
     mask(hasher.finalize())
 }
@@ -234,9 +238,9 @@ fn find_block_end(data: &[u8], start: u64, limit: u64) -> Option<u64> {
     let mut end = begin;
     while end + 5 <= limit {
         let byte = *data.get(end)?;
-        if byte == 0 {
+        if is_known_block_type(byte) {
             let mut at_end = hasher.clone();
-            at_end.update(&[0]);
+            at_end.update(&[byte]);
             at_end.update(&start.to_le_bytes());
             if Some(mask(at_end.finalize())) == get_u32_le(data, end + 1) {
                 return Some(end as u64);
@@ -251,7 +255,7 @@ fn find_block_end(data: &[u8], start: u64, limit: u64) -> Option<u64> {
 /// The index block's entries: (separator key, data block).
 fn read_index(data: &[u8], span: Span) -> Result<Vec<(Vec<u8>, Span)>, String> {
     let block = checked_block(data, span)?;
-    let entries = parse_block(block).map_err(|r| format!("index block: {r}"))?;
+    let entries = parse_block(&block).map_err(|r| format!("index block: {r}"))?;
     entries
         .into_iter()
         .map(|(key, value)| Ok((key, decode_handle(value).ok_or("index block: bad block handle")?)))
@@ -261,7 +265,7 @@ fn read_index(data: &[u8], span: Span) -> Result<Vec<(Vec<u8>, Span)>, String> {
 /// The metaindex block's filter (if any) and properties handles.
 fn read_metaindex(data: &[u8], span: Span) -> Result<(Option<Span>, Span), String> {
     let block = checked_block(data, span)?;
-    let entries = parse_block(block).map_err(|r| format!("metaindex block: {r}"))?;
+    let entries = parse_block(&block).map_err(|r| format!("metaindex block: {r}"))?;
     let mut filter = None;
     let mut properties = None;
     for (key, value) in entries {
@@ -284,7 +288,7 @@ fn decode_handle(value: &[u8]) -> Option<Span> {
 
 /// Verifies and decodes the data block at `span` of the file `data`: its entries, in order.
 pub(crate) fn check_data_block(data: &[u8], span: Span) -> Result<Vec<TableEntry>, String> {
-    decode_data_block(checked_block(data, span)?)
+    decode_data_block(&checked_block(data, span)?)
 }
 
 /// [`check_data_block`] for a block read on its own: `bytes` holds the block and its
@@ -294,8 +298,7 @@ pub(crate) fn check_read_block(bytes: &[u8], span: Span) -> Result<Vec<TableEntr
     let (Some(block), Some(trailer)) = (bytes.get(..size), bytes.get(size..size.saturating_add(5))) else {
         return Err("block extends past the end of the file".into());
     };
-    verify_trailer(block, trailer, span.offset)?;
-    decode_data_block(block)
+    decode_data_block(&verified_contents(block, trailer, span.offset)?)
 }
 
 fn decode_data_block(block: &[u8]) -> Result<Vec<TableEntry>, String> {
@@ -375,10 +378,11 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::indexing_slicing, reason = "test code")]
 
     use super::*;
-    use stampkv_sstable::{TableBuilder, TableOptions};
+    use stampkv_sstable::{Compression, TableBuilder, TableOptions};
 
-    fn table(bloom: u32) -> (Vec<u8>, Vec<TableEntry>) {
-        let options = TableOptions { block_size: 256, restart_interval: 4, bloom_bits_per_key: bloom };
+    fn table(bloom: u32, compression: Compression) -> (Vec<u8>, Vec<TableEntry>) {
+        let options =
+            TableOptions { block_size: 256, restart_interval: 4, bloom_bits_per_key: bloom, compression };
         let mut builder = TableBuilder::new(Vec::new(), options);
         let mut entries = Vec::new();
         for i in 0..300u64 {
@@ -394,19 +398,57 @@ mod tests {
         scan.blocks.iter().filter_map(|(span, _)| check_data_block(data, *span).ok()).flatten().collect()
     }
 
+    /// How many data blocks of a scanned table are stored compressed (type byte 1).
+    fn compressed_blocks(data: &[u8], scan: &TableScan) -> usize {
+        scan.blocks.iter().filter(|(span, _)| data[(span.offset + span.size) as usize] == 1).count()
+    }
+
     #[test]
     fn a_clean_table_scans_clean() {
-        for bloom in [0, 10] {
-            let (data, entries) = table(bloom);
-            let scan = scan_table(&data);
-            assert!(scan.is_clean(), "{:?}", scan.problems);
-            assert_eq!(entries_of(&data, &scan), entries);
+        for compression in [Compression::None, Compression::Lz4] {
+            for bloom in [0, 10] {
+                let (data, entries) = table(bloom, compression);
+                let scan = scan_table(&data);
+                assert!(scan.is_clean(), "{:?}", scan.problems);
+                assert_eq!(entries_of(&data, &scan), entries);
+                let compressed = compressed_blocks(&data, &scan);
+                assert_eq!(compressed > 10, compression == Compression::Lz4, "{compressed} compressed");
+            }
         }
+    }
+
+    /// With the footer gone, the data blocks are found by following the chain of
+    /// trailers, compressed blocks (type 1) included.
+    #[test]
+    fn the_block_chain_is_followed_through_compressed_blocks() {
+        let (mut data, entries) = table(10, Compression::Lz4);
+        let len = data.len();
+        data[len - 1] ^= 1; // the magic number
+        let scan = scan_table(&data);
+        assert!(!scan.is_clean());
+        assert!(scan.unlocated.is_none() && compressed_blocks(&data, &scan) > 10);
+        assert_eq!(entries_of(&data, &scan), entries);
+    }
+
+    /// A table written by format version 1 (no compression) still scans clean.
+    #[test]
+    fn a_format_version_1_table_scans_clean() {
+        let data =
+            include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../sstable/tests/data/format_v1.sst"));
+        let scan = scan_table(data);
+        assert!(scan.is_clean(), "{:?}", scan.problems);
+        assert_eq!(entries_of(data, &scan).len(), 40);
     }
 
     #[test]
     fn every_flipped_byte_is_found_and_costs_at_most_one_block() {
-        let (data, entries) = table(10);
+        for compression in [Compression::None, Compression::Lz4] {
+            every_flipped_byte_is_found_with(compression);
+        }
+    }
+
+    fn every_flipped_byte_is_found_with(compression: Compression) {
+        let (data, entries) = table(10, compression);
         let clean = scan_table(&data);
         assert!(clean.blocks.len() > 10);
         for pos in 0..data.len() {

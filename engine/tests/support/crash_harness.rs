@@ -55,7 +55,7 @@ fn options(sync_mode: SyncMode) -> Options {
         target_file_size: 64 << 10,
         level1_target_bytes: 256 << 10,
         max_manifest_bytes: 64 << 10,
-        table: TableOptions { block_size: 512, restart_interval: 8, bloom_bits_per_key: 10 },
+        table: TableOptions { block_size: 512, restart_interval: 8, ..TableOptions::default() },
         ..Options::default()
     }
 }
@@ -96,7 +96,12 @@ fn puts(id: u64) -> Vec<(Vec<u8>, Vec<u8>)> {
     (0..count)
         .map(|idx| {
             let k = key(rng.below(KEYS));
-            let filler: Vec<u8> = (0..16 + rng.below(240)).map(|_| b'a' + rng.below(26) as u8).collect();
+            let len = 16 + rng.below(240);
+            // Random letters, or (half the time) a short run of them repeated, so that
+            // some table blocks are stored compressed and some not.
+            let period = if rng.chance(50) { 1 + rng.below(8) } else { len };
+            let letters: Vec<u8> = (0..period).map(|_| b'a' + rng.below(26) as u8).collect();
+            let filler: Vec<u8> = letters.iter().copied().cycle().take(len as usize).collect();
             (k, value(id, idx, count, &filler))
         })
         .collect()

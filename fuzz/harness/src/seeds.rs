@@ -7,7 +7,7 @@
 use crate::util::{filler, SplitMix64};
 use stampkv::value::v8;
 use stampkv::{Key, KeyPart, KvBigInt, KvValue, Value};
-use stampkv_sstable::{TableBuilder, TableOptions};
+use stampkv_sstable::{Compression, TableBuilder, TableOptions};
 use stampkv_wal::{LogWriter, MemLogFile, WalOptions};
 
 /// One seed: target, file name (starting with `seed-`), contents.
@@ -200,14 +200,19 @@ fn wal_recover(out: &mut Vec<Seed>) {
 }
 
 fn sstable_read(out: &mut Vec<Seed>) {
-    let table = |entries: usize, block_size: usize, restart_interval: usize, bloom: u32| {
-        let mut builder = TableBuilder::new(
-            Vec::new(),
-            TableOptions { block_size, restart_interval, bloom_bits_per_key: bloom },
-        );
+    let table = |entries: usize, block_size: usize, restart_interval: usize, bloom: u32, lz4: bool| {
+        let compression = if lz4 { Compression::Lz4 } else { Compression::None };
+        let options = TableOptions { block_size, restart_interval, bloom_bits_per_key: bloom, compression };
+        let mut builder = TableBuilder::new(Vec::new(), options);
+        let mut rng = SplitMix64::new(entries as u64);
         for i in 0..entries {
             let key = format!("key-{:03}", i / 3);
-            let value = vec![b'a' + (i % 26) as u8; i % 11 * 3];
+            // Runs of repeated bytes (compress) and of random bytes (stay uncompressed).
+            let value = if i % 20 < 10 {
+                vec![b'a' + (i % 26) as u8; i % 11 * 3]
+            } else {
+                filler(&mut rng, i % 11 * 3)
+            };
             builder.add(key.as_bytes(), 1000 - i as u64, &value).expect("in order");
         }
         let (_, bytes) = builder.finish(&[("origin", b"seed")]).expect("finish");
@@ -215,9 +220,11 @@ fn sstable_read(out: &mut Vec<Seed>) {
         file.extend(bytes);
         file
     };
-    push(out, "sstable_read", "tiny-blocks", table(40, 64, 1, 10));
-    push(out, "sstable_read", "no-filter", table(60, 200, 4, 0));
-    push(out, "sstable_read", "one-block", table(10, 4096, 16, 10));
-    push(out, "sstable_read", "empty", table(0, 4096, 16, 10));
+    push(out, "sstable_read", "tiny-blocks", table(40, 64, 1, 10, false));
+    push(out, "sstable_read", "no-filter", table(60, 200, 4, 0, false));
+    push(out, "sstable_read", "one-block", table(10, 4096, 16, 10, false));
+    push(out, "sstable_read", "empty", table(0, 4096, 16, 10, false));
+    push(out, "sstable_read", "lz4-tiny-blocks", table(40, 64, 1, 10, true));
+    push(out, "sstable_read", "lz4-mixed-blocks", table(80, 200, 4, 10, true));
     random(out, "sstable_read", 14, 32, 700);
 }

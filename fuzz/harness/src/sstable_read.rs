@@ -5,21 +5,24 @@
 //! - 0, raw: the rest is a table file. `Table::open`, full forward and reverse iteration,
 //!   seeks and gets never panic and always end.
 //! - 1, damaged: entries from the input (shared prefixes, many versions per key, trailers up
-//!   to `u64::MAX`, empty and multi-block values) are built into a table with tiny blocks
-//!   and restart intervals (bloom filter and block cache or not), then damaged in place
+//!   to `u64::MAX`, empty and multi-block values, random or repeating so that they compress)
+//!   are built into a table with tiny blocks and restart intervals (bloom filter, block
+//!   cache and LZ4 block compression or not), then damaged in place
 //!   (byte changes, zeroed ranges, a block copied over another, truncation). Every read —
 //!   open, forward and reverse scans, gets, seeks with `next`/`prev` from there — returns
 //!   an error (`Corruption`) or exactly what the original table holds: never another entry
 //!   or value, never a scan that ends early without an error. Undamaged, nothing may fail.
 //! - 2, resealed: as 1, but after the damage every block trailer and the footer checksum
 //!   are recomputed, so the block decoders (entries, restart arrays, index handles, the
-//!   bloom filter, properties, the metaindex, footer handles) see arbitrary contents behind
-//!   valid checksums: they must still never panic, and fail only with `Corruption` or
-//!   `Unsupported`.
+//!   bloom filter, properties, the metaindex, footer handles, and the LZ4 decoder with its
+//!   declared lengths) see arbitrary contents behind valid checksums: they must still
+//!   never panic, and fail only with `Corruption` or `Unsupported`.
 
 use crate::util::{filler, hex, SplitMix64};
 use arbitrary::{Arbitrary, Unstructured};
-use stampkv_sstable::{BlockCache, ReadAt, Table, TableBuilder, TableError, TableIter, TableOptions};
+use stampkv_sstable::{
+    BlockCache, Compression, ReadAt, Table, TableBuilder, TableError, TableIter, TableOptions,
+};
 use std::cmp::{Ordering, Reverse};
 use std::collections::BTreeSet;
 use std::io::Write;
@@ -230,6 +233,8 @@ struct Spec {
     restart_interval: u8,
     bloom: bool,
     cache: bool,
+    /// LZ4-compress data blocks (those that shrink by more than 1/8).
+    compress: bool,
     property: Option<Vec<u8>>,
     entries: Vec<EntrySpec>,
     damage: Vec<Damage>,
@@ -266,7 +271,15 @@ fn build(spec: &Spec) -> (Vec<Entry>, Recorder) {
             250..=255 => 300 + usize::from(e.value_len) * 4,
             n => usize::from(n % 40),
         };
-        let value = filler(&mut SplitMix64::new(((i as u64) << 8) | u64::from(e.value_seed)), len);
+        let mut rng = SplitMix64::new(((i as u64) << 8) | u64::from(e.value_seed));
+        let value = if e.value_seed % 2 == 0 {
+            // A short pattern repeated: such values compress, random ones do not, so the
+            // blocks of one table are stored both ways.
+            let pattern = filler(&mut rng, 1 + usize::from(e.value_seed % 7));
+            pattern.iter().copied().cycle().take(len).collect()
+        } else {
+            filler(&mut rng, len)
+        };
         if sorted.insert((key.clone(), Reverse(trailer))) {
             values.insert((key, trailer), value);
         }
@@ -282,6 +295,7 @@ fn build(spec: &Spec) -> (Vec<Entry>, Recorder) {
         block_size: 32 + usize::from(spec.block_size % 1024),
         restart_interval: 1 + usize::from(spec.restart_interval % 16),
         bloom_bits_per_key: if spec.bloom { 10 } else { 0 },
+        compression: if spec.compress { Compression::Lz4 } else { Compression::None },
     };
     let mut builder = TableBuilder::new(Recorder::default(), options);
     for (key, trailer, value) in &entries {
@@ -534,6 +548,69 @@ impl Checker<'_> {
                     i.checked_sub(1)
                 }
             });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::indexing_slicing, reason = "test code: a panic is a failed test")]
+
+    use super::*;
+
+    fn spec(compress: bool, damage: Vec<Damage>) -> Spec {
+        let entries = (0..120u8)
+            .map(|i| EntrySpec {
+                prefix: i % 8,
+                suffix: i,
+                trailer: TrailerSpec::Small(i),
+                value_len: 30 + i % 10,
+                value_seed: i / 10, // runs of ten repeating, then ten random values
+            })
+            .collect();
+        let probes = vec![
+            Probe::First { moves: 0xffff },
+            Probe::Last { moves: 0 },
+            Probe::Seek { key: KeyChoice::Existing(60), trailer: TrailerChoice::Near(0), moves: 0x5555 },
+            Probe::Get { key: KeyChoice::New { prefix: 3, suffix: 9 }, trailer: TrailerChoice::Near(1) },
+        ];
+        Spec {
+            block_size: 100,
+            restart_interval: 3,
+            bloom: true,
+            cache: true,
+            compress,
+            property: None,
+            entries,
+            damage,
+            probes,
+        }
+    }
+
+    /// The type byte of every block the builder wrote (the last write is the footer).
+    fn block_types(recorder: &Recorder) -> Vec<(usize, u8)> {
+        let blocks = recorder.writes.split_last().map_or(&[][..], |(_, blocks)| blocks);
+        blocks.iter().map(|&(at, len)| (at, recorder.bytes[at + len - 5])).collect()
+    }
+
+    #[test]
+    fn structured_tables_mix_compressed_and_uncompressed_blocks() {
+        let (_, plain) = build(&spec(false, Vec::new()));
+        assert!(block_types(&plain).iter().all(|&(_, t)| t == 0));
+        let (_, recorder) = build(&spec(true, Vec::new()));
+        let types = block_types(&recorder);
+        let compressed: Vec<usize> = types.iter().filter(|&&(_, t)| t == 1).map(|&(at, _)| at).collect();
+        assert!(compressed.len() > 3 && compressed.len() + 3 < types.len(), "{types:?}");
+        // Intact, then each compressed block damaged (detected by its checksum), then
+        // damaged and resealed (reaching the LZ4 decoder): the target's checks hold.
+        structured(spec(true, Vec::new()), false);
+        for &at in &compressed {
+            for (offset, mask) in [(0, 0x01), (1, 0x80), (2, 0x10)] {
+                let at = (at + offset) as u32;
+                structured(spec(true, vec![Damage::Xor { at, mask }]), false);
+                structured(spec(true, vec![Damage::Xor { at, mask }]), true);
+            }
+            structured(spec(true, vec![Damage::Set { at: at as u32, byte: 0xff }]), true);
         }
     }
 }

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use stampkv_sstable::{ReadAt, Table, TableError, TableOptions};
+use stampkv_sstable::{Compression, ReadAt, Table, TableError, TableOptions};
 
 use crate::common::{build, Entry};
 
@@ -14,7 +14,7 @@ fn small_table() -> (Vec<u8>, Vec<Entry>) {
             (user, 500 - i, vec![b'a' + (i % 26) as u8; (i % 9) as usize * 3])
         })
         .collect();
-    let options = TableOptions { block_size: 128, restart_interval: 4, bloom_bits_per_key: 10 };
+    let options = TableOptions { block_size: 128, restart_interval: 4, ..TableOptions::default() };
     (build(&entries, options), entries)
 }
 
@@ -120,7 +120,12 @@ fn misplaced_block_is_detected() {
     // the same size.
     let entries: Vec<Entry> =
         (0..39u64).map(|i| (format!("k{i:04}").into_bytes(), 1, vec![b'v'; 20])).collect();
-    let options = TableOptions { block_size: 100, restart_interval: 1, bloom_bits_per_key: 0 };
+    let options = TableOptions {
+        block_size: 100,
+        restart_interval: 1,
+        bloom_bits_per_key: 0,
+        compression: Compression::None,
+    };
     let mut file = build(&entries, options);
     let props = crate::common::open(file.clone(), 1, None).properties().clone();
     assert_eq!(props.data_block_count, 13);

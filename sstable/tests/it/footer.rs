@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use stampkv_sstable::{ReadAt, Table, TableError, TableOptions, FOOTER_SIZE};
+use stampkv_sstable::{ReadAt, Table, TableError, TableOptions, FOOTER_SIZE, FORMAT_VERSION};
 
 use crate::common::{build, fixed_entries};
 
@@ -45,13 +45,13 @@ fn bad_footer_checksum_is_corruption() {
 fn unknown_version_is_unsupported() {
     let mut file = build(&fixed_entries(10, 10), TableOptions::default());
     let footer = file.len() - FOOTER_SIZE;
-    assert_eq!(file[footer + 32..footer + 36], 1u32.to_le_bytes());
-    file[footer + 32..footer + 36].copy_from_slice(&2u32.to_le_bytes());
+    assert_eq!(file[footer + 32..footer + 36], FORMAT_VERSION.to_le_bytes());
+    file[footer + 32..footer + 36].copy_from_slice(&3u32.to_le_bytes());
     let crc = masked_crc(&file[footer..footer + 44]);
     file[footer + 44..footer + 48].copy_from_slice(&crc.to_le_bytes());
     match open_err(file) {
         TableError::Unsupported { file, version } => {
-            assert_eq!((file.as_str(), version), ("f.sst", 2));
+            assert_eq!((file.as_str(), version), ("f.sst", 3));
         }
         e => panic!("unexpected {e}"),
     }

@@ -12,6 +12,7 @@
 mod builder;
 mod cache;
 mod common;
+mod compression;
 mod corruption;
 mod filter;
 mod footer;

@@ -3,7 +3,7 @@
 use std::cmp::Ordering;
 use std::collections::BTreeSet;
 
-use stampkv_sstable::{TableIter, TableOptions};
+use stampkv_sstable::{Compression, TableIter, TableOptions};
 
 use crate::common::{build, cmp_key, open, Entry, Rng};
 
@@ -28,7 +28,10 @@ fn random_trailer(rng: &mut Rng) -> u64 {
     }
 }
 
-fn random_entries(rng: &mut Rng, distinct_keys: usize) -> Vec<Entry> {
+/// Entries with random keys; values random bytes, or (with `compressible`) for about half
+/// of the keys a short random pattern repeated, so that blocks of one table differ in
+/// how well they compress.
+fn random_entries(rng: &mut Rng, distinct_keys: usize, compressible: bool) -> Vec<Entry> {
     let prefixes: Vec<Vec<u8>> = (0..8)
         .map(|i| {
             let len = [0, 1, 3, 8, 12, 20, 30, 39][i];
@@ -45,7 +48,14 @@ fn random_entries(rng: &mut Rng, distinct_keys: usize) -> Vec<Entry> {
         let trailers: BTreeSet<u64> = (0..versions).map(|_| random_trailer(rng)).collect();
         for &t in trailers.iter().rev() {
             let len = if rng.chance(15) { 0 } else { rng.index(301) };
-            entries.push((key.clone(), t, rng.bytes(len)));
+            let value = if compressible && rng.chance(50) {
+                let pattern_len = 1 + rng.index(8);
+                let pattern = rng.bytes(pattern_len);
+                pattern.repeat(len / pattern.len() + 1)[..len].to_vec()
+            } else {
+                rng.bytes(len)
+            };
+            entries.push((key.clone(), t, value));
         }
     }
     entries
@@ -150,11 +160,13 @@ fn random_tables_match_model() {
     let mut seed = 1;
     for block_size in [64, 4096] {
         for restart_interval in [1, 16] {
-            for (bloom_bits_per_key, _round) in [0, 10].into_iter().flat_map(|b| [(b, 0), (b, 1)]) {
+            for (bloom_bits_per_key, round) in [0, 10].into_iter().flat_map(|b| [(b, 0), (b, 1)]) {
                 seed += 1;
                 let mut rng = Rng::new(seed);
-                let model = random_entries(&mut rng, 1000);
-                let options = TableOptions { block_size, restart_interval, bloom_bits_per_key };
+                // Round 1 compresses, with values that often compress.
+                let compression = if round == 1 { Compression::Lz4 } else { Compression::None };
+                let model = random_entries(&mut rng, 1000, round == 1);
+                let options = TableOptions { block_size, restart_interval, bloom_bits_per_key, compression };
                 let table = open(build(&model, options), seed, None);
                 assert_eq!(table.entry_count(), model.len() as u64);
                 let mut it = table.iter();
@@ -176,7 +188,7 @@ fn versions_spanning_blocks() {
         model.push((b"same".to_vec(), t * 3, vec![t as u8; 10]));
     }
     model.push((b"samf".to_vec(), 5, b"x".to_vec()));
-    let options = TableOptions { block_size: 64, restart_interval: 4, bloom_bits_per_key: 10 };
+    let options = TableOptions { block_size: 64, restart_interval: 4, ..TableOptions::default() };
     let table = open(build(&model, options), 1, None);
     let mut it = table.iter();
     check_scans(&mut it, &model);
