@@ -82,7 +82,14 @@ fn parse_args() -> Args {
                 }
             }
             "--bench" => {}
-            other => panic!("unknown argument {other}"),
+            "--help" | "-h" => {
+                println!(
+                    "db_bench [--num N] [--runs N] [--sync-ops N] [--engines stampkv,fjall] \
+                     [--compression lz4|none] [--values random|text]"
+                );
+                std::process::exit(0);
+            }
+            other => panic!("unknown argument {other} (try --help)"),
         }
     }
     args
