@@ -169,11 +169,13 @@ impl BenchEngine for StampkvEngine {
     fn report(&self) -> String {
         let stats = self.db.stats();
         format!(
-            "write-amp {:.2}, files/level {:?}, stalls {} ({} ms)",
+            "write-amp {:.2}, files/level {:?}, stalls {} ({} ms), open tables {} (index+filter {} KiB)",
             stats.write_amplification(),
             stats.files_per_level,
             stats.stalls + stats.slowdowns,
-            stats.stall_micros / 1000
+            stats.stall_micros / 1000,
+            stats.open_tables,
+            stats.pinned_table_bytes >> 10
         )
     }
 }
