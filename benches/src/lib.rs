@@ -199,14 +199,16 @@ impl BenchEngine for StampkvEngine {
     fn report(&self) -> String {
         let stats = self.db.stats();
         format!(
-            "write-amp {:.2}, files/level {:?}, stalls {} ({} ms), tables {:.1} MiB ({:.1} MiB uncompressed, ratio {:.2})",
+            "write-amp {:.2}, files/level {:?}, stalls {} ({} ms), tables {:.1} MiB ({:.1} MiB uncompressed, ratio {:.2}), open tables {} (index+filter {} KiB)",
             stats.write_amplification(),
             stats.files_per_level,
             stats.stalls + stats.slowdowns,
             stats.stall_micros / 1000,
             stats.table_bytes as f64 / (1 << 20) as f64,
             stats.table_bytes_uncompressed as f64 / (1 << 20) as f64,
-            stats.table_bytes as f64 / stats.table_bytes_uncompressed.max(1) as f64
+            stats.table_bytes as f64 / stats.table_bytes_uncompressed.max(1) as f64,
+            stats.open_tables,
+            stats.pinned_table_bytes >> 10
         )
     }
 }

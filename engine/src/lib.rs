@@ -78,6 +78,7 @@ mod memtable_bloom;
 mod options;
 mod skiplist;
 mod stats;
+mod table_cache;
 mod version;
 
 pub use batch::WriteBatch;

@@ -64,6 +64,11 @@ pub struct Options {
     pub compression_per_level: Vec<Compression>,
     /// Block cache capacity in bytes (default 32 MiB).
     pub block_cache_bytes: usize,
+    /// Most tables kept open (default 1000; `usize::MAX` for no limit). Each open table
+    /// holds a file descriptor and its index and filter blocks in memory; a table not open
+    /// is opened again when a read needs it, evicting the least recently used one. Tables
+    /// that readers are using stay open beyond the limit until they finish.
+    pub max_open_files: usize,
     /// Level-0 file count that triggers compaction (default 4).
     pub l0_compaction_trigger: usize,
     /// Level-0 file count at which each write is delayed by 1 ms (default 12).
@@ -97,6 +102,7 @@ impl Default for Options {
             table: TableOptions::default(),
             compression_per_level: Vec::new(),
             block_cache_bytes: 32 << 20,
+            max_open_files: 1000,
             l0_compaction_trigger: 4,
             l0_slowdown_trigger: 12,
             l0_stop_trigger: 20,
@@ -130,6 +136,7 @@ impl Options {
             wal_preallocate_bytes: 8 << 10,
             table: TableOptions { block_size: 256, restart_interval: 4, ..TableOptions::default() },
             block_cache_bytes: 64 << 10,
+            max_open_files: 8,
             l0_compaction_trigger: 2,
             l0_slowdown_trigger: 6,
             l0_stop_trigger: 10,
@@ -165,6 +172,9 @@ impl Options {
         }
         if self.level_size_ratio < 2 || self.target_file_size < 1024 || self.level1_target_bytes < 1024 {
             return Err("level sizes are too small".into());
+        }
+        if self.max_open_files == 0 {
+            return Err("max_open_files must be at least 1".into());
         }
         if self.table.block_size < 64 || self.table.restart_interval == 0 {
             return Err("table block_size must be >= 64 and restart_interval >= 1".into());

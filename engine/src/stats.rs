@@ -83,8 +83,15 @@ pub struct Stats {
     pub block_cache_bytes: u64,
     /// Block cache (hits, misses).
     pub block_cache_hits_misses: (u64, u64),
-    /// Index and filter bytes kept in memory for open tables.
+    /// Index and filter bytes of the tables the table cache holds open.
     pub pinned_table_bytes: u64,
+    /// Tables the table cache holds open (at most `Options::max_open_files`).
+    pub open_tables: usize,
+    /// Table files open now: those the table cache holds plus evicted ones that a reader
+    /// (an iterator, a read, a compaction) still uses.
+    pub open_table_files: usize,
+    /// Table cache (hits, misses); a miss opens the table.
+    pub table_cache_hits_misses: (u64, u64),
     /// Last sequence number made visible.
     pub visible_sequence: u64,
 }
@@ -104,6 +111,12 @@ impl Stats {
         self.stall_micros = load(&c.stall_micros);
         self.stalls = load(&c.stalls);
         self.slowdowns = load(&c.slowdowns);
+    }
+
+    /// Memory of the engine's main components: memtables, block cache, and the index and
+    /// filter blocks of open tables.
+    pub fn memory_bytes(&self) -> u64 {
+        self.memtable_bytes + self.block_cache_bytes + self.pinned_table_bytes
     }
 
     /// Bytes written to storage (WAL, flushes, compactions) per user byte; 0 before any write.

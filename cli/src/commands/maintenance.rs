@@ -210,6 +210,15 @@ fn print_stats(kv: &Kv, path: &Path) -> Result<(), CliError> {
     out!("write-ahead log on disk: {}", HumanBytes(stats.wal_bytes_on_disk));
     out!("live data (full scan): {} keys, {}", usage.live_entries, HumanBytes(usage.live_bytes));
     out!("key count estimate: {entries_total} (table entries: old versions and deletions count too)");
+    let memory = engine.stats();
+    out!(
+        "memory: {} (memtables {}, block cache {}, index and filter of {} open tables {})",
+        HumanBytes(memory.memory_bytes()),
+        HumanBytes(memory.memtable_bytes),
+        HumanBytes(memory.block_cache_bytes),
+        memory.open_tables,
+        HumanBytes(memory.pinned_table_bytes)
+    );
     if usage.live_bytes == 0 {
         out!("space amplification: n/a (no live data)");
     } else {

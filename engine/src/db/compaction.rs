@@ -12,7 +12,7 @@
 use super::flush::TableOutput;
 use super::gc::{Decision, GcFilter};
 use super::{DbInner, ReadState};
-use crate::iter::{InternalIterator, MergingIter, TableSource};
+use crate::iter::{InternalIterator, LevelIter, MergingIter};
 use crate::stats::Counters;
 use crate::version::{TableFile, Version, VersionEdit, NUM_LEVELS};
 use crate::{Error, Result};
@@ -140,7 +140,7 @@ impl DbInner {
         Counters::add(&self.counters.compaction_bytes_written, outputs.iter().map(|f| f.desc.size).sum());
         Counters::add(
             &self.counters.compaction_bytes_written_uncompressed,
-            outputs.iter().map(|f| f.table.uncompressed_size()).sum(),
+            outputs.iter().map(|f| f.uncompressed_size()).sum(),
         );
         Ok(())
     }
@@ -167,10 +167,17 @@ impl DbInner {
 
     /// Merges the inputs into new tables of the output level.
     fn merge_inputs(&self, plan: &Plan, version: &Version) -> Result<Vec<Arc<TableFile>>> {
-        let children: Vec<Box<dyn InternalIterator>> = plan
-            .all_inputs()
-            .map(|f| Box::new(TableSource(f.table.iter())) as Box<dyn InternalIterator>)
-            .collect();
+        // Level-0 inputs overlap: one iterator each. The files of a deeper level are sorted
+        // and disjoint: one level iterator holds one of them open at a time.
+        let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
+        if plan.level == 0 {
+            children.extend(plan.inputs.iter().map(|f| Box::new(LevelIter::new(vec![f.clone()])) as _));
+        } else {
+            children.push(Box::new(LevelIter::new(plan.inputs.clone())));
+        }
+        if !plan.overlapping.is_empty() {
+            children.push(Box::new(LevelIter::new(plan.overlapping.clone())));
+        }
         let mut iter = MergingIter::new(children);
         iter.seek_to_first()?;
         let mut filter = GcFilter::new(self.gc_point());

@@ -3,15 +3,16 @@
 use super::gc::{Decision, GcFilter, GcPoint};
 use super::{DbInner, ReadState};
 use crate::filename;
-use crate::fs::{FileWriter, Fs, TableFile as TableFileAdapter};
+use crate::fs::{FileWriter, Fs};
 use crate::iter::InternalIterator;
 use crate::key::{self, EntryKind};
 use crate::memtable::{Memtable, MemtableIter};
 use crate::options::compression_for_level;
 use crate::stats::Counters;
+use crate::table_cache::TableCache;
 use crate::version::{FileDesc, TableFile, VersionEdit, EARLIEST_EXPIRY_PROPERTY};
 use crate::{Error, Result};
-use stampkv_sstable::{BlockCache, Compression, Table, TableBuilder, TableOptions};
+use stampkv_sstable::{BlockCache, Compression, TableBuilder, TableOptions};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -74,9 +75,27 @@ pub(crate) struct TableEnv {
     /// See [`crate::Options::compression_per_level`].
     pub compression_per_level: Vec<Compression>,
     pub cache: Arc<BlockCache>,
+    /// Open tables, at most `Options::max_open_files`.
+    pub table_cache: Arc<TableCache>,
 }
 
 impl TableEnv {
+    /// The environment for tables of `dir`: compressed as `compression_per_level` says
+    /// (see [`crate::Options::compression_per_level`]), with a block cache of
+    /// `block_cache_bytes` and at most `max_open_files` tables open.
+    pub fn new(
+        fs: Arc<dyn Fs>,
+        dir: &std::path::Path,
+        options: TableOptions,
+        compression_per_level: Vec<Compression>,
+        block_cache_bytes: usize,
+        max_open_files: usize,
+    ) -> Self {
+        let cache = Arc::new(BlockCache::new(block_cache_bytes));
+        let table_cache = Arc::new(TableCache::new(fs.clone(), dir, cache.clone(), max_open_files));
+        TableEnv { fs, dir: dir.to_path_buf(), options, compression_per_level, cache, table_cache }
+    }
+
     /// Creates table file `number`, to go into `level`, and a builder writing to it
     /// (compressing as that level is configured to).
     pub fn start(&self, number: u64, level: usize) -> Result<TableOutput> {
@@ -115,24 +134,21 @@ impl TableEnv {
         self.open_file(desc, file).map(Some)
     }
 
-    /// Opens a table the manifest lists.
+    /// Opens a table the manifest lists (verifying it; the table cache keeps it open
+    /// while it has room).
     pub fn open_existing(&self, desc: FileDesc) -> Result<Arc<TableFile>> {
-        let path = filename::table_path(&self.dir, desc.number);
-        let file = self.fs.open(&path).map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => {
-                Error::corruption(path.display().to_string(), None, "table listed in the manifest is missing")
-            }
-            _ => Error::io(format!("opening {}", path.display()), e),
-        })?;
-        self.open_file(desc, file)
+        let table = self.table_cache.get(desc.number)?;
+        Ok(self.live_file(desc, &table))
     }
 
     fn open_file(&self, desc: FileDesc, file: Arc<dyn crate::fs::FsFile>) -> Result<Arc<TableFile>> {
+        let table = self.table_cache.open_file(desc.number, file)?;
+        Ok(self.live_file(desc, &table))
+    }
+
+    fn live_file(&self, desc: FileDesc, table: &stampkv_sstable::Table) -> Arc<TableFile> {
         let path = filename::table_path(&self.dir, desc.number);
-        let name = path.display().to_string();
-        let table =
-            Table::open(Arc::new(TableFileAdapter(file)), desc.number, name, Some(self.cache.clone()))?;
-        Ok(Arc::new(TableFile::new(desc, table, path, self.fs.clone())))
+        Arc::new(TableFile::new(desc, table, self.table_cache.clone(), path, self.fs.clone()))
     }
 
     /// Makes newly created files' directory entries durable.
@@ -234,7 +250,7 @@ impl DbInner {
         Counters::add(&self.counters.flush_bytes, added.iter().map(|f| f.desc.size).sum());
         Counters::add(
             &self.counters.flush_bytes_uncompressed,
-            added.iter().map(|f| f.table.uncompressed_size()).sum(),
+            added.iter().map(|f| f.uncompressed_size()).sum(),
         );
         Ok(true)
     }

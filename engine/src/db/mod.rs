@@ -437,10 +437,12 @@ impl DbInner {
             stats.bytes_per_level[level] = state.version.level_bytes(level);
         }
         stats.table_bytes = state.version.total_bytes();
-        stats.table_bytes_uncompressed =
-            state.version.all_files().map(|(_, f)| f.table.uncompressed_size()).sum();
-        stats.pinned_table_bytes =
-            state.version.all_files().map(|(_, f)| f.table.pinned_memory_bytes() as u64).sum();
+        stats.table_bytes_uncompressed = state.version.all_files().map(|(_, f)| f.uncompressed_size()).sum();
+        let table_cache = self.tables.table_cache.stats();
+        stats.pinned_table_bytes = table_cache.pinned_bytes as u64;
+        stats.open_tables = table_cache.tables;
+        stats.open_table_files = table_cache.open_files;
+        stats.table_cache_hits_misses = (table_cache.hits, table_cache.misses);
         stats.memtable_bytes = std::iter::once(&state.mem)
             .chain(state.imms.iter())
             .map(|m| (m.memory_bytes() + m.filter_bytes()) as u64)

@@ -24,7 +24,6 @@ use crate::stats::Counters;
 use crate::version::{self, TableFile, Version, VersionSet, NUM_LEVELS};
 use crate::{Error, Result};
 use parking_lot::Condvar;
-use stampkv_sstable::BlockCache;
 use stampkv_wal::{SegmentInfo, SegmentReader, Wal, WalOptions};
 use std::io;
 use std::path::Path;
@@ -49,13 +48,14 @@ pub(crate) fn open(fs: Arc<dyn Fs>, dir: &Path, options: Options) -> Result<DbIn
     let state = load_manifest(&*fs, dir, &names, &options)?;
     let highest_number = names.iter().filter_map(|n| file_number(filename::parse(n)?)).max().unwrap_or(0);
     let next_file = AtomicU64::new(state.next_file_number.max(highest_number + 1).max(1));
-    let tables = TableEnv {
-        fs: fs.clone(),
-        dir: dir.to_path_buf(),
-        options: options.table.clone(),
-        compression_per_level: options.compression_per_level.clone(),
-        cache: Arc::new(BlockCache::new(options.block_cache_bytes)),
-    };
+    let tables = TableEnv::new(
+        fs.clone(),
+        dir,
+        options.table.clone(),
+        options.compression_per_level.clone(),
+        options.block_cache_bytes,
+        options.max_open_files,
+    );
     let mut levels: [Vec<Arc<TableFile>>; NUM_LEVELS] = Default::default();
     for (level_files, files) in levels.iter_mut().zip(state.levels.iter()) {
         for desc in files.values() {

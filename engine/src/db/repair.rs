@@ -41,7 +41,6 @@ use crate::key::{self, EntryKind};
 use crate::options::Options;
 use crate::version::{FileDesc, VersionEdit, NUM_LEVELS};
 use crate::{batch, Error, Result};
-use stampkv_sstable::BlockCache;
 use stampkv_wal::{LogWriter, WalOptions};
 use std::cmp::{Ordering, Reverse};
 use std::collections::{BTreeMap, BinaryHeap};
@@ -410,13 +409,14 @@ impl Salvage<'_> {
         options: &Options,
         next_number: &mut u64,
     ) -> Result<Vec<Arc<crate::version::TableFile>>> {
-        let env = TableEnv {
-            fs: self.fs.clone(),
-            dir: self.dir.to_path_buf(),
-            options: options.table.clone(),
-            compression_per_level: options.compression_per_level.clone(),
-            cache: Arc::new(BlockCache::new(1 << 20)),
-        };
+        let env = TableEnv::new(
+            self.fs.clone(),
+            self.dir,
+            options.table.clone(),
+            options.compression_per_level.clone(),
+            1 << 20,
+            options.max_open_files,
+        );
         let mut sources: Vec<Box<dyn Iterator<Item = Result<TableEntry>> + '_>> = Vec::new();
         for table in tables {
             sources.push(Box::new(table_entries(&*self.fs, self.dir, table)?));

@@ -7,7 +7,8 @@ use crate::Result;
 use std::cmp::Ordering;
 use std::sync::Arc;
 
-/// Concatenation of a sorted level's files, opening each file's iterator on demand.
+/// Concatenation of a sorted level's files, opening each file's iterator on demand. Only
+/// the current file's table is held (open) at a time.
 pub struct LevelIter {
     files: Vec<Arc<TableFile>>,
     index: usize,
@@ -20,18 +21,23 @@ impl LevelIter {
         LevelIter { files, index: 0, current: None }
     }
 
-    fn open(&mut self, index: usize) -> Option<&mut TableSource> {
-        let file = self.files.get(index)?;
+    /// Positions on file `index` (unpositioned inside it); `None` past the last file.
+    fn open(&mut self, index: usize) -> Result<Option<&mut TableSource>> {
+        let Some(file) = self.files.get(index) else {
+            return Ok(None);
+        };
         self.index = index;
-        self.current = Some(TableSource(file.table.iter()));
-        self.current.as_mut()
+        // Release the previous table before opening the next one.
+        self.current = None;
+        self.current = Some(TableSource(file.table()?.iter()));
+        Ok(self.current.as_mut())
     }
 
     /// Moves forward over files until positioned at an entry or past the last file.
     fn skip_empty_forward(&mut self) -> Result<()> {
         while !self.current.as_ref().is_some_and(|c| c.valid()) {
             let next = self.index + 1;
-            match self.open(next) {
+            match self.open(next)? {
                 Some(source) => source.seek_to_first()?,
                 None => {
                     self.current = None;
@@ -50,7 +56,7 @@ impl LevelIter {
                 return Ok(());
             }
             let prev = self.index - 1;
-            if let Some(source) = self.open(prev) {
+            if let Some(source) = self.open(prev)? {
                 source.seek_to_last()?;
             }
         }
@@ -75,7 +81,7 @@ impl InternalIterator for LevelIter {
         let index = self.files.partition_point(|f| {
             key::compare(&f.desc.largest_key, f.desc.largest_trailer, user_key, trailer) == Ordering::Less
         });
-        match self.open(index) {
+        match self.open(index)? {
             Some(source) => source.seek(user_key, trailer)?,
             None => {
                 self.current = None;
@@ -94,13 +100,13 @@ impl InternalIterator for LevelIter {
             self.current = None;
             return Ok(());
         }
-        if let Some(source) = self.open(count - 1) {
+        if let Some(source) = self.open(count - 1)? {
             source.seek_for_prev(user_key, trailer)?;
         }
         self.skip_empty_backward()
     }
     fn seek_to_first(&mut self) -> Result<()> {
-        match self.open(0) {
+        match self.open(0)? {
             Some(source) => source.seek_to_first()?,
             None => {
                 self.current = None;
@@ -114,7 +120,7 @@ impl InternalIterator for LevelIter {
             self.current = None;
             return Ok(());
         }
-        if let Some(source) = self.open(self.files.len() - 1) {
+        if let Some(source) = self.open(self.files.len() - 1)? {
             source.seek_to_last()?;
         }
         self.skip_empty_backward()

@@ -1,6 +1,8 @@
-//! Table files: their persisted description and their open handle.
+//! Table files: their persisted description, and their table through the table cache.
 
 use crate::fs::Fs;
+use crate::table_cache::TableCache;
+use crate::Result;
 use stampkv_sstable::Table;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -32,30 +34,62 @@ impl FileDesc {
     }
 }
 
-/// An open table file. When a compaction replaces it, it is marked obsolete and the file
-/// is removed once the last version (or iterator) holding it lets go.
+/// A live table file. Its open [`Table`] comes from the table cache, which may close it
+/// while no reader uses it and opens it again on demand. When a compaction replaces the
+/// file, it is marked obsolete and removed once the last version (or iterator) holding it
+/// lets go.
 pub struct TableFile {
     /// The persisted description.
     pub desc: FileDesc,
-    /// The open table.
-    pub table: Arc<Table>,
+    cache: Arc<TableCache>,
     path: PathBuf,
     fs: Arc<dyn Fs>,
     obsolete: AtomicBool,
     /// The earliest expiry time of an expiring value in the table, if any.
     earliest_expiry_ms: Option<u64>,
+    /// The file's size had its data blocks been stored uncompressed.
+    uncompressed_size: u64,
 }
 
 /// Name of the table property holding the earliest expiry time (u64 LE, milliseconds).
 pub const EARLIEST_EXPIRY_PROPERTY: &str = "stampkv.earliest-expiry-ms";
 
 impl TableFile {
-    pub(crate) fn new(desc: FileDesc, table: Arc<Table>, path: PathBuf, fs: Arc<dyn Fs>) -> Self {
+    /// A live file whose table `table` was just opened through `cache`.
+    pub(crate) fn new(
+        desc: FileDesc,
+        table: &Table,
+        cache: Arc<TableCache>,
+        path: PathBuf,
+        fs: Arc<dyn Fs>,
+    ) -> Self {
         let earliest_expiry_ms = table
             .user_property(EARLIEST_EXPIRY_PROPERTY)
             .and_then(|bytes| bytes.try_into().ok())
             .map(u64::from_le_bytes);
-        TableFile { desc, table, path, fs, obsolete: AtomicBool::new(false), earliest_expiry_ms }
+        let uncompressed_size = table.uncompressed_size();
+        TableFile {
+            desc,
+            cache,
+            path,
+            fs,
+            obsolete: AtomicBool::new(false),
+            earliest_expiry_ms,
+            uncompressed_size,
+        }
+    }
+
+    /// The file's size had its data blocks been stored uncompressed (known without
+    /// opening the table again).
+    pub fn uncompressed_size(&self) -> u64 {
+        self.uncompressed_size
+    }
+
+    /// The open table, from the table cache or opened now (reading and verifying its
+    /// footer, index and filter). Hold it only while using it.
+    #[inline]
+    pub fn table(&self) -> Result<Arc<Table>> {
+        self.cache.get(self.desc.number)
     }
 
     /// The earliest expiry time of an expiring value in the table, if any: once it has
@@ -73,6 +107,8 @@ impl TableFile {
 
 impl Drop for TableFile {
     fn drop(&mut self) {
+        // No version refers to the file any more: nothing will ask the cache for it.
+        self.cache.evict(self.desc.number);
         if self.obsolete.load(Ordering::Acquire) {
             // A failure leaves an orphan that the next open removes.
             let _ = self.fs.remove(&self.path);

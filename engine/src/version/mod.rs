@@ -8,7 +8,7 @@ pub use edit::VersionEdit;
 pub use file::{FileDesc, TableFile, EARLIEST_EXPIRY_PROPERTY};
 pub(crate) use set::{read_current, recover_manifest, VersionSet};
 
-use crate::iter::{InternalIterator, LevelIter, TableSource};
+use crate::iter::{InternalIterator, LevelIter};
 use crate::key;
 use crate::Result;
 use std::sync::Arc;
@@ -81,7 +81,7 @@ impl Version {
         let target = key::seek_trailer(seq);
         for file in &self.levels[0] {
             if file.desc.contains_user_key(user_key) {
-                if let Some(found) = file.table.get(user_key, target)? {
+                if let Some(found) = file.table()?.get(user_key, target)? {
                     return Ok(Some(found));
                 }
             }
@@ -90,7 +90,7 @@ impl Version {
             let index = files.partition_point(|f| f.desc.largest_key.as_slice() < user_key);
             if let Some(file) = files.get(index) {
                 if file.desc.smallest_key.as_slice() <= user_key {
-                    if let Some(found) = file.table.get(user_key, target)? {
+                    if let Some(found) = file.table()?.get(user_key, target)? {
                         return Ok(Some(found));
                     }
                 }
@@ -109,9 +109,10 @@ impl Version {
     }
 
     /// Internal iterators over every table: one per level-0 file, one per deeper level.
+    /// Each opens its current table when positioned and holds only that one.
     pub fn iterators(&self, out: &mut Vec<Box<dyn InternalIterator>>) {
         for file in &self.levels[0] {
-            out.push(Box::new(TableSource(file.table.iter())));
+            out.push(Box::new(LevelIter::new(vec![file.clone()])));
         }
         for files in self.levels.iter().skip(1) {
             if !files.is_empty() {

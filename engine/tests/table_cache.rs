@@ -1,0 +1,300 @@
+//! The table cache with very few open files (`max_open_files` 2 to 4) and many tables:
+//! reads, scans and iterators held across evictions and across compactions that replace
+//! the files they read, reopens, all against a `BTreeMap` model; the number of open table
+//! files stays within the capacity plus the tables readers hold; a table damaged while it
+//! is closed is reported as corruption when a read opens it again.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic,
+    clippy::unreachable,
+    reason = "test code: a panic is a failed test"
+)]
+
+mod common;
+
+use common::{env_or, Rng};
+use stampkv_engine::fs::{Fs, MemFs};
+use stampkv_engine::{BackgroundMode, Db, DbIter, Options, TableFileInfo};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+const DIR: &str = "/tcache-db";
+
+type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+fn options(max_open_files: usize) -> Options {
+    let mut options = Options::tiny_for_tests();
+    options.max_open_files = max_open_files;
+    options.background = BackgroundMode::Inline;
+    options.target_file_size = 2 << 10;
+    options
+}
+
+fn key(i: u64) -> Vec<u8> {
+    format!("key{i:05}").into_bytes()
+}
+
+/// Tables one forward cursor may hold: one per level-0 file, one per other non-empty level.
+fn tables_one_cursor_holds(files: &[TableFileInfo]) -> usize {
+    let level0 = files.iter().filter(|f| f.level == 0).count();
+    let mut deeper: Vec<usize> = files.iter().filter(|f| f.level > 0).map(|f| f.level).collect();
+    deeper.dedup();
+    level0 + deeper.len()
+}
+
+/// An iterator kept open while the database changes, with what it must still yield.
+struct HeldIter {
+    iter: DbIter,
+    expected: std::vec::IntoIter<(Vec<u8>, Vec<u8>)>,
+    /// Tables it may hold open.
+    holds: usize,
+}
+
+impl HeldIter {
+    /// Advances `steps` entries, checking each; false once exhausted.
+    fn advance(&mut self, steps: usize) -> bool {
+        for _ in 0..steps {
+            let got = self.iter.next().map(|r| r.expect("iterator read"));
+            let want = self.expected.next();
+            match (got, want) {
+                (None, None) => return false,
+                (Some(entry), Some((k, v))) => assert_eq!((entry.key, entry.value), (k, v)),
+                (got, want) => panic!("held iterator: got {got:?}, expected {want:?}"),
+            }
+        }
+        true
+    }
+}
+
+/// Table files in the directory (live ones plus obsolete ones not yet removed).
+fn sst_files(fs: &MemFs) -> usize {
+    fs.list(Path::new(DIR)).unwrap().iter().filter(|n| n.ends_with(".sst")).count()
+}
+
+fn check_open_files(db: &Db, capacity: usize, held: &[HeldIter]) {
+    let stats = db.stats();
+    assert!(stats.open_tables <= capacity, "{} tables cached, capacity {capacity}", stats.open_tables);
+    let in_use: usize = held.iter().map(|h| h.holds).sum();
+    assert!(
+        stats.open_table_files <= capacity + in_use,
+        "{} table files open, capacity {capacity}, {in_use} held by iterators",
+        stats.open_table_files
+    );
+}
+
+fn run_model(seed: u64, capacity: usize, steps: usize) {
+    let mut rng = Rng::new(seed);
+    let fs = MemFs::new();
+    let open = |fs: &MemFs| Db::open_with_fs(Arc::new(fs.clone()), DIR, options(capacity)).unwrap();
+    let mut db = open(&fs);
+    let mut model = Model::new();
+    let mut held: Vec<HeldIter> = Vec::new();
+    let mut most_tables = 0;
+    for step in 0..steps {
+        match rng.below(100) {
+            0..=49 => {
+                let k = key(rng.below(2000));
+                let v = format!("v{step}-{}", "x".repeat(rng.index(150))).into_bytes();
+                db.put(&k, &v).unwrap();
+                model.insert(k, v);
+            }
+            50..=57 => {
+                let k = key(rng.below(2000));
+                db.delete(&k).unwrap();
+                model.remove(&k);
+            }
+            58..=79 => {
+                let k = key(rng.below(2100));
+                assert_eq!(db.get(&k).unwrap(), model.get(&k).cloned(), "seed {seed} step {step} get");
+            }
+            80..=85 => {
+                let (a, b) = (rng.below(2100), rng.below(2100));
+                let (lo, hi) = (key(a.min(b)), key(a.max(b)));
+                let want: Vec<_> =
+                    model.range(lo.clone()..hi.clone()).map(|(k, v)| (k.clone(), v.clone())).collect();
+                let mut got: Vec<_> = db
+                    .range(lo.as_slice()..hi.as_slice())
+                    .map(|e| e.map(|e| (e.key, e.value)))
+                    .collect::<Result<_, _>>()
+                    .unwrap();
+                if rng.chance(50) {
+                    got = db
+                        .range(lo.as_slice()..hi.as_slice())
+                        .rev()
+                        .map(|e| e.map(|e| (e.key, e.value)))
+                        .collect::<Result<Vec<_>, _>>()
+                        .unwrap();
+                    got.reverse();
+                }
+                assert_eq!(got, want, "seed {seed} step {step} scan");
+            }
+            86..=89 if held.len() < 6 => {
+                let expected: Vec<_> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+                let holds = tables_one_cursor_holds(&db.table_files());
+                let mut h = HeldIter { iter: db.iter(), expected: expected.into_iter(), holds };
+                h.advance(1);
+                held.push(h);
+            }
+            90..=95 if !held.is_empty() => {
+                let i = rng.index(held.len());
+                let steps = 1 + rng.index(40);
+                if !held[i].advance(steps) || rng.chance(20) {
+                    held.swap_remove(i);
+                }
+            }
+            96 => db.compact().unwrap(),
+            97 => {
+                held.clear();
+                db.close().unwrap();
+                db = open(&fs);
+            }
+            _ => db.flush().unwrap(),
+        }
+        most_tables = most_tables.max(db.table_files().len());
+        check_open_files(&db, capacity, &held);
+    }
+    // The held iterators read the files compactions replaced to the end.
+    for mut h in held.drain(..) {
+        while h.advance(64) {}
+    }
+    let stats = db.stats();
+    assert_eq!(stats.open_table_files, stats.open_tables, "no reader left: only cached tables are open");
+    assert_eq!(sst_files(&fs), db.table_files().len(), "obsolete tables are removed once unused");
+    assert!(most_tables > 3 * capacity, "seed {seed}: only {most_tables} tables, too few to evict");
+    assert!(stats.table_cache_hits_misses.1 > 0 && stats.table_cache_hits_misses.0 > 0);
+    let all: Vec<_> = db.iter().map(|e| e.map(|e| (e.key, e.value))).collect::<Result<_, _>>().unwrap();
+    assert_eq!(all, model.into_iter().collect::<Vec<_>>(), "seed {seed}: final contents");
+    db.close().unwrap();
+}
+
+#[test]
+fn model_with_two_to_four_open_tables() {
+    for (seed, capacity) in [(1, 2), (2, 3), (3, 4)] {
+        run_model(seed, capacity, env_or("STAMPKV_TCACHE_STEPS", 3000) as usize);
+    }
+}
+
+/// A database whose data sits in many files of the last level, and the files.
+fn spread_over_many_files(fs: &MemFs, capacity: usize) -> (Db, Model, Vec<TableFileInfo>) {
+    let db = Db::open_with_fs(Arc::new(fs.clone()), DIR, options(capacity)).unwrap();
+    let mut model = Model::new();
+    for i in 0..1500 {
+        let (k, v) = (key(i), format!("value {i} {}", "y".repeat(40)).into_bytes());
+        db.put(&k, &v).unwrap();
+        model.insert(k, v);
+    }
+    db.compact().unwrap();
+    let files = db.table_files();
+    assert!(files.len() >= 8 && files.iter().all(|f| f.level == files[0].level), "{files:?}");
+    (db, model, files)
+}
+
+#[test]
+fn tables_in_use_stay_open_beyond_the_capacity_and_close_after() {
+    let fs = MemFs::new();
+    let capacity = 2;
+    let (db, model, files) = spread_over_many_files(&fs, capacity);
+    // One iterator positioned in each file: each holds its file open.
+    let mut held: Vec<HeldIter> = files
+        .iter()
+        .map(|f| {
+            let expected: Vec<_> =
+                model.range(f.smallest_key.clone()..).map(|(k, v)| (k.clone(), v.clone())).collect();
+            let mut h = HeldIter {
+                iter: db.range(f.smallest_key.as_slice()..),
+                expected: expected.into_iter(),
+                holds: 1,
+            };
+            assert!(h.advance(1));
+            h
+        })
+        .collect();
+    let stats = db.stats();
+    assert!(stats.open_tables <= capacity);
+    assert_eq!(stats.open_table_files, files.len(), "every file in use is open, and nothing else");
+    // Reads elsewhere evict and reopen; the held iterators read on, across file boundaries.
+    for i in 0..held.len() {
+        let k = key(i as u64 * 97 % 1500);
+        assert_eq!(db.get(&k).unwrap(), model.get(&k).cloned());
+        held[i].advance(150);
+        check_open_files(&db, capacity, &held);
+    }
+    drop(held);
+    let stats = db.stats();
+    assert!(stats.open_table_files <= capacity, "{} files open with no reader", stats.open_table_files);
+    assert_eq!(stats.open_table_files, stats.open_tables);
+    db.close().unwrap();
+}
+
+#[test]
+fn concurrent_readers_with_two_open_tables() {
+    let fs = MemFs::new();
+    let (db, model, _) = spread_over_many_files(&fs, 2);
+    let db = Arc::new(db);
+    let model = Arc::new(model);
+    let threads: Vec<_> = (0..4u64)
+        .map(|t| {
+            let (db, model) = (db.clone(), model.clone());
+            std::thread::spawn(move || {
+                let mut rng = Rng::new(100 + t);
+                for _ in 0..2000 {
+                    let k = key(rng.below(1600));
+                    assert_eq!(db.get(&k).unwrap(), model.get(&k).cloned());
+                }
+                let lo = key(rng.below(1500));
+                let scanned = db.range(lo.as_slice()..).take(200).count();
+                assert_eq!(scanned, model.range(lo..).take(200).count());
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let stats = db.stats();
+    assert!(stats.open_table_files <= 2 && stats.open_tables <= 2, "{stats:?}");
+}
+
+#[cfg(unix)]
+#[test]
+fn a_table_damaged_while_closed_is_a_corruption_when_reopened() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("db");
+    let options = options(2);
+    let files = {
+        let db = Db::open(&dir, options.clone()).unwrap();
+        for i in 0..1500 {
+            db.put(&key(i), format!("value {i} {}", "z".repeat(40)).as_bytes()).unwrap();
+        }
+        db.compact().unwrap();
+        let files = db.table_files();
+        db.close().unwrap();
+        files
+    };
+    assert!(files.len() >= 4);
+    let db = Db::open(&dir, options).unwrap();
+    let victim = &files[files.len() / 2];
+    let name = format!("{:06}.sst", victim.number);
+    // Damage the footer, then read two other tables so the cache closes the victim.
+    let path = dir.join(&name);
+    let len = std::fs::metadata(&path).unwrap().len();
+    let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    std::os::unix::fs::FileExt::write_all_at(&file, &[0xA5; 16], len - 16).unwrap();
+    drop(file);
+    for other in [&files[0], &files[files.len() - 1]] {
+        assert!(db.get(&other.smallest_key).unwrap().is_some());
+    }
+    let error = db.get(&victim.smallest_key).unwrap_err();
+    assert!(error.is_corruption(), "{error}");
+    assert!(error.to_string().contains(&name), "{error}");
+    let scan: Result<Vec<_>, _> =
+        db.range(victim.smallest_key.as_slice()..=victim.largest_key.as_slice()).collect();
+    let error = scan.unwrap_err();
+    assert!(error.is_corruption() && error.to_string().contains(&name), "{error}");
+    // The other tables still read.
+    assert!(db.get(&files[0].largest_key).unwrap().is_some());
+    drop(db);
+}
