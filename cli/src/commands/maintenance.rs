@@ -207,6 +207,13 @@ fn print_stats(kv: &Kv, path: &Path) -> Result<(), CliError> {
         HumanBytes(stats.table_bytes).to_string(),
         entries_total
     );
+    if stats.table_bytes_uncompressed > 0 {
+        out!(
+            "tables uncompressed: {} (compression ratio {:.2})",
+            HumanBytes(stats.table_bytes_uncompressed),
+            stats.table_bytes as f64 / stats.table_bytes_uncompressed as f64
+        );
+    }
     out!("write-ahead log on disk: {}", HumanBytes(stats.wal_bytes_on_disk));
     out!("live data (full scan): {} keys, {}", usage.live_entries, HumanBytes(usage.live_bytes));
     out!("key count estimate: {entries_total} (table entries: old versions and deletions count too)");
