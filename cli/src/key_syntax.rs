@@ -651,6 +651,7 @@ pub fn decode_hex(text: &str) -> Result<Vec<u8>, String> {
 mod tests {
     use super::*;
     use stampkv::key;
+    use stampkv_testkit::SplitMix64;
 
     fn parse(text: &str) -> Key {
         parse_key(text).unwrap_or_else(|e| panic!("{text}: {e}"))
@@ -737,23 +738,7 @@ mod tests {
         assert!(error("[Uint8Array(101) [ 0, ... 100 more items ]]").contains("cut short"));
     }
 
-    /// A small deterministic generator (xorshift64).
-    struct Rng(u64);
-
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0
-        }
-
-        fn below(&mut self, n: u64) -> u64 {
-            self.next() % n
-        }
-    }
-
-    fn random_part(rng: &mut Rng) -> KeyPart {
+    fn random_part(rng: &mut SplitMix64) -> KeyPart {
         const CHARS: &[char] = &[
             'a', 'Z', ' ', '"', '\'', '`', '\\', '\n', '\r', '\t', '\0', '\u{7f}', '\u{85}', 'é', '日', '😀',
             '$', '{', '[', '\u{2028}',
@@ -763,24 +748,24 @@ mod tests {
                 (0..rng.below(8)).map(|_| CHARS[rng.below(CHARS.len() as u64) as usize]).collect(),
             ),
             1 => KeyPart::Number(match rng.below(6) {
-                0 => f64::from_bits(rng.next()),
+                0 => f64::from_bits(rng.next_u64()),
                 1 => -0.0,
                 2 => [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 5e-324, 1e21, f64::MAX]
                     [rng.below(6) as usize],
                 _ => (rng.below(2_000_000) as f64 - 1_000_000.0) / [1.0, 8.0, 1000.0][rng.below(3) as usize],
             }),
             2 => {
-                let magnitude: Vec<u8> = (0..rng.below(20)).map(|_| rng.next() as u8).collect();
+                let magnitude: Vec<u8> = (0..rng.below(20)).map(|_| rng.next_u64() as u8).collect();
                 KeyPart::BigInt(KvBigInt::from_sign_magnitude(rng.below(2) == 0, &magnitude))
             }
             3 => KeyPart::Bool(rng.below(2) == 0),
-            _ => KeyPart::Bytes((0..rng.below(12)).map(|_| rng.next() as u8).collect()),
+            _ => KeyPart::Bytes((0..rng.below(12)).map(|_| rng.next_u64() as u8).collect()),
         }
     }
 
     #[test]
     fn printed_and_typed_keys_read_back_as_the_same_key() {
-        let mut rng = Rng(0x5eed_1234_abcd_0001);
+        let mut rng = SplitMix64::new(0x5eed_1234_abcd_0001);
         for _ in 0..3000 {
             let key = Key((0..rng.below(6)).map(|_| random_part(&mut rng)).collect());
             let printed = crate::value_display::inspect_key(&key);
@@ -831,7 +816,7 @@ mod tests {
             "\"type\"",
             ":",
         ];
-        let mut rng = Rng(0x0dd_ba11);
+        let mut rng = SplitMix64::new(0x0dd_ba11);
         for _ in 0..20_000 {
             let text: String =
                 (0..rng.below(16)).map(|_| PIECES[rng.below(PIECES.len() as u64) as usize]).collect();

@@ -407,6 +407,7 @@ impl Cache {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use stampkv_testkit::SplitMix64;
 
     fn answer(len: usize) -> Answer {
         Answer {
@@ -418,20 +419,6 @@ mod tests {
 
     fn point(n: u32) -> RangeKey {
         RangeKey::Point(n.to_be_bytes().to_vec())
-    }
-
-    /// A small xorshift generator: fixed seeds, no dependency.
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0
-        }
-        fn below(&mut self, n: u64) -> u64 {
-            self.next() % n
-        }
     }
 
     #[test]
@@ -534,7 +521,7 @@ mod tests {
     #[test]
     fn random_operations_keep_the_invariants_and_agree_with_a_model() {
         for seed in 1..=8u64 {
-            let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+            let mut rng = SplitMix64::new(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
             let budget = 40 * (ENTRY_OVERHEAD + 64);
             let mut cache = Cache::new(budget);
             // The model: what each key was last given (eviction may forget it, never alter it).
@@ -592,7 +579,7 @@ mod tests {
             sum += w / total;
             cumulative.push(sum);
         }
-        let mut rng = Rng(42);
+        let mut rng = SplitMix64::new(42);
         let capacity = 500;
         let mut cache = Cache::new(capacity * (ENTRY_OVERHEAD + 8 + 8));
         let mut fifo: std::collections::VecDeque<usize> = Default::default();
@@ -600,7 +587,7 @@ mod tests {
         let (mut sieve_hits, mut fifo_hits) = (0, 0);
         let requests = 100_000;
         for _ in 0..requests {
-            let u = (rng.next() >> 11) as f64 / (1u64 << 53) as f64;
+            let u = (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
             let rank = cumulative.partition_point(|&c| c < u).min(keys - 1);
             let key = point(rank as u32);
             if cache.get(&key).is_some() {
