@@ -12,7 +12,16 @@ pub struct FjallEngine {
 
 impl FjallEngine {
     pub fn open(dir: &Path) -> Self {
-        let db = Database::builder(dir).open().expect("open fjall");
+        Self::open_with_cache(dir, None)
+    }
+
+    /// Opens with a block cache of `cache_bytes` instead of fjall's default (32 MiB).
+    pub fn open_with_cache(dir: &Path, cache_bytes: Option<u64>) -> Self {
+        let mut builder = Database::builder(dir);
+        if let Some(bytes) = cache_bytes {
+            builder = builder.cache_size(bytes);
+        }
+        let db = builder.open().expect("open fjall");
         let items = db.keyspace("items", KeyspaceCreateOptions::default).expect("keyspace");
         FjallEngine { db, items }
     }
@@ -36,6 +45,12 @@ impl BenchEngine for FjallEngine {
             count += 1;
         }
         count
+    }
+    fn seek(&self, key: &[u8], count: usize) -> usize {
+        self.items.range(key..).take(count).fold(0, |read, guard| {
+            guard.into_inner().expect("seek");
+            read + 1
+        })
     }
     fn sync(&self) {
         self.db.persist(PersistMode::SyncAll).expect("persist");

@@ -130,3 +130,95 @@ pub fn latency_cdf_series(
     root.present()?;
     Ok(())
 }
+
+/// One panel of [`curves`]: a metric against the number of keys, one line per engine.
+pub struct Panel {
+    /// Title above the panel.
+    pub title: String,
+    /// Label of the y axis (the unit).
+    pub y_desc: String,
+    /// (engine, points (keys, value) in any order).
+    pub series: Vec<(String, Vec<(f64, f64)>)>,
+}
+
+/// Cost curves: a grid of panels, each a metric (y, linear from 0) against the database
+/// size (x, keys on a log scale), one coloured line with point marks per engine. An engine
+/// keeps its colour in every panel (the order of first appearance).
+pub fn curves(path: &Path, caption: &str, panels: &[Panel]) -> Result<(), Box<dyn std::error::Error>> {
+    let columns = 3;
+    let rows = panels.len().div_ceil(columns).max(1);
+    let height = u32::try_from(rows).unwrap_or(1) * 300 + 50;
+    let root = SVGBackend::new(path, (1200, height)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let root = root.titled(caption, ("sans-serif", 22))?;
+    let mut engines: Vec<&str> = Vec::new();
+    for (name, _) in panels.iter().flat_map(|p| &p.series) {
+        if !engines.contains(&name.as_str()) {
+            engines.push(name);
+        }
+    }
+    for (area, panel) in root.split_evenly((rows, columns)).iter().zip(panels) {
+        let points = || panel.series.iter().flat_map(|(_, points)| points.iter());
+        let x_low = points().map(|p| p.0).fold(f64::INFINITY, f64::min);
+        let x_high = points().map(|p| p.0).fold(0.0, f64::max);
+        let (x_low, x_high) = if x_low.is_finite() { (x_low / 2.0, x_high * 2.0) } else { (1.0, 10.0) };
+        let y_high = points().map(|p| p.1).fold(0.0, f64::max).max(f64::MIN_POSITIVE) * 1.15;
+        let mut chart = ChartBuilder::on(area)
+            .caption(&panel.title, ("sans-serif", 16))
+            .margin(8)
+            .x_label_area_size(32)
+            .y_label_area_size(60)
+            .build_cartesian_2d((x_low..x_high).log_scale(), 0.0..y_high)?;
+        chart
+            .configure_mesh()
+            .x_labels(6)
+            .x_label_formatter(&|keys| key_count_text(*keys))
+            .y_label_formatter(&|v| number_text(*v))
+            .x_desc("keys (log scale)")
+            .y_desc(panel.y_desc.as_str())
+            .draw()?;
+        for (name, points) in &panel.series {
+            let index = engines.iter().position(|e| e == name).unwrap_or(0);
+            let color = SERIES_COLORS.get(index % SERIES_COLORS.len()).copied().unwrap_or(BLACK);
+            let mut points = points.clone();
+            points.sort_by(|a, b| a.0.total_cmp(&b.0));
+            chart
+                .draw_series(LineSeries::new(points.iter().copied(), color.stroke_width(2)))?
+                .label(name.as_str())
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+            chart.draw_series(points.iter().map(|&p| Circle::new(p, 4, color.filled())))?;
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw()?;
+    }
+    root.present()?;
+    Ok(())
+}
+
+/// `1M`, `10M`, `100k`: a key count for an axis label.
+pub fn key_count_text(keys: f64) -> String {
+    if keys >= 1e6 {
+        format!("{}M", (keys / 1e6 * 10.0).round() / 10.0)
+    } else if keys >= 1e3 {
+        format!("{}k", (keys / 1e3 * 10.0).round() / 10.0)
+    } else {
+        format!("{keys:.0}")
+    }
+}
+
+/// A compact number for an axis label: `1.2M`, `350k`, `2.5`.
+pub fn number_text(value: f64) -> String {
+    if value >= 1e6 {
+        format!("{:.1}M", value / 1e6)
+    } else if value >= 1e4 {
+        format!("{:.0}k", value / 1e3)
+    } else if value >= 100.0 {
+        format!("{value:.0}")
+    } else {
+        format!("{value:.2}")
+    }
+}

@@ -46,7 +46,9 @@ pub struct Options {
     pub max_immutable_memtables: usize,
     /// Durability of commits (default [`SyncMode::Always`]).
     pub sync_mode: SyncMode,
-    /// WAL zero-fill step ahead of the write position, 0 to disable (default 1 MiB).
+    /// WAL zero-fill step ahead of the write position, 0 to disable (default 1 MiB). It
+    /// starts once a segment has been synced: segments only written with buffered commits
+    /// are not zero-filled.
     pub wal_preallocate_bytes: u64,
     /// What to do with damaged WAL data at open (default: drop a torn tail, fail otherwise).
     pub wal_recovery_mode: RecoveryMode,

@@ -38,9 +38,11 @@
 //! wait for it and then either return or start the next sync, so one
 //! `fdatasync` serves many commits and nobody sleeps on a timer.
 //! [`Wal::sync_to_gathering`] lets the caller wait briefly, before it starts a
-//! sync, for records it knows are on their way. Segments are zero-filled ahead
-//! of the write position ([`WalOptions::preallocate_bytes`]) so that most
-//! commits overwrite already allocated blocks. [`Wal::rotate`] seals and syncs
+//! sync, for records it knows are on their way. Once a segment has been synced,
+//! it is zero-filled ahead of the write position
+//! ([`WalOptions::preallocate_bytes`]) so that most durable commits overwrite
+//! already allocated blocks (a segment never synced is not: that would write
+//! every byte twice). [`Wal::rotate`] seals and syncs
 //! the current segment before creating the next one, so every segment but the
 //! newest ends with a SEAL.
 //!

@@ -293,9 +293,14 @@ impl<F: LogFile> LogWriter<F> {
     /// Before writing up to `end`: if that passes the zero-filled area, writes
     /// zeros from `end` up to the next multiple of the preallocation step, so
     /// the following records overwrite already allocated blocks.
+    ///
+    /// Only once the segment has been synced: zero-filling keeps block
+    /// allocation out of the `fdatasync`s of durable commits, but a segment
+    /// nobody syncs (buffered commits, e.g. a bulk load) would have every byte
+    /// written twice for nothing.
     fn preallocate(&mut self, end: u64) -> Result<(), WalError> {
         let step = self.preallocate;
-        if step == 0 || end <= self.allocated {
+        if step == 0 || end <= self.allocated || self.shared.synced() == 0 {
             return Ok(());
         }
         let target = end.div_ceil(step).saturating_mul(step).min(MAX_SEGMENT_SIZE);

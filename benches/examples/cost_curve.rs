@@ -1,0 +1,430 @@
+//! The cost curve: how stampkv, fjall and redb hold up as the database grows from fitting in
+//! every cache to far beyond them. For each size it fills a fresh database in random order,
+//! then measures point reads, seeks, a full scan and overwrites on it.
+//!
+//! ```text
+//! cargo run --release -p stampkv-benches --example cost_curve -- [--sizes 1000000,10000000]
+//!     [--engines stampkv,fjall,redb] [--values random|text] [--ops 1000000]
+//!     [--cache-mib 256] [--dir PATH] [--results benches/results/cost-curve.tsv]
+//! ```
+//!
+//! Each (engine, size) runs in its own child process, so peak memory is its own, and its
+//! database is deleted before the next starts (a 100 M-key database is about 12 GB).
+//! Keys are 16 bytes, values 100 bytes (`--values text`: JSON-like text that compresses to
+//! about 0.4). Every engine gets the same cache budget (`--cache-mib`): stampkv's block
+//! cache, fjall's block cache, redb's page cache; each keeps its own write buffers.
+//!
+//! Workloads, in this order on one database:
+//! - fillrandom: every key once, in a pseudo-random order (one put per key, handed to the
+//!   OS without an fsync; redb: one transaction per put with `Durability::None`), then one
+//!   sync. Reported: rate, p99, the longest single put, the time spent in puts of 10 ms or
+//!   more (stalls seen from outside), write amplification (bytes the process passed to
+//!   `write`/`pwrite` during the fill, over the logical bytes) and space amplification
+//!   (directory bytes over logical bytes, right after the fill);
+//! - readrandom: `--ops` uniformly random existing keys;
+//! - seekrandom: `--ops` seeks to a random key, reading 10 entries from there;
+//! - readseq: one full scan;
+//! - overwrite: `--ops` random existing keys written again.
+//!
+//! The results are merged into the `--results` file (tab-separated; a new run replaces the
+//! rows of the same values, engine and size), and from all of its rows the runner writes
+//! `cost-curve-<values>.md` (tables with ratios) and `cost-curve-<values>.svg` (charts) beside it.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic,
+    reason = "benchmark driver: a failed operation aborts the measurement"
+)]
+
+#[allow(dead_code, reason = "the peer module is shared by several benchmark binaries")]
+#[path = "../peers/fjall_peer.rs"]
+mod fjall_peer;
+#[path = "../peers/redb_peer.rs"]
+mod redb_peer;
+
+use stampkv_benches::chart::{curves, key_count_text, Panel};
+use stampkv_benches::histogram::LatencyHistogram;
+use stampkv_benches::report::loadavg;
+use stampkv_benches::{
+    dir_bytes, key, peak_rss_bytes, text_value_pool, value, value_pool, BenchEngine, Permutation, Rng,
+    StampkvEngine, KEY_BYTES, VALUE_BYTES,
+};
+use stampkv_engine::Compression;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// A put at least this long counts as a stall.
+const STALL_THRESHOLD: Duration = Duration::from_millis(10);
+/// Entries read after each seek.
+const SEEK_ENTRIES: usize = 10;
+
+struct Args {
+    sizes: Vec<u64>,
+    engines: Vec<String>,
+    text_values: bool,
+    ops: u64,
+    cache_mib: u64,
+    dir: Option<PathBuf>,
+    results: PathBuf,
+    child: Option<String>,
+}
+
+fn parse_args() -> Args {
+    let mut args = Args {
+        sizes: vec![1_000_000, 10_000_000],
+        engines: vec!["stampkv".into(), "fjall".into(), "redb".into()],
+        text_values: false,
+        ops: 1_000_000,
+        cache_mib: 256,
+        dir: None,
+        results: PathBuf::from("benches/results/cost-curve.tsv"),
+        child: None,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let mut value = || it.next().unwrap_or_else(|| panic!("{flag} needs a value"));
+        match flag.as_str() {
+            "--sizes" => args.sizes = value().split(',').map(|s| s.parse().expect("--sizes")).collect(),
+            "--engines" => args.engines = value().split(',').map(str::to_owned).collect(),
+            "--values" => {
+                args.text_values = match value().as_str() {
+                    "random" => false,
+                    "text" => true,
+                    other => panic!("--values {other}: expected random or text"),
+                }
+            }
+            "--ops" => args.ops = value().parse().expect("--ops"),
+            "--cache-mib" => args.cache_mib = value().parse().expect("--cache-mib"),
+            "--dir" => args.dir = Some(PathBuf::from(value())),
+            "--results" => args.results = PathBuf::from(value()),
+            "--child" => args.child = Some(value()),
+            "--bench" => {}
+            "--help" | "-h" => {
+                println!(
+                    "cost_curve [--sizes 1000000,10000000] [--engines stampkv,fjall,redb] \
+                     [--values random|text] [--ops 1000000] [--cache-mib 256] [--dir PATH] \
+                     [--results benches/results/cost-curve.tsv]"
+                );
+                std::process::exit(0);
+            }
+            other => panic!("unknown argument {other} (try --help)"),
+        }
+    }
+    args
+}
+
+fn values_name(args: &Args) -> &'static str {
+    if args.text_values {
+        "text"
+    } else {
+        "random"
+    }
+}
+
+fn open(engine: &str, dir: &Path, cache_bytes: u64) -> Box<dyn BenchEngine> {
+    match engine {
+        "stampkv" => Box::new(StampkvEngine::open_with(dir, Compression::default(), cache_bytes as usize)),
+        "fjall" => Box::new(fjall_peer::FjallEngine::open_with_cache(dir, Some(cache_bytes))),
+        "redb" => Box::new(redb_peer::RedbEngine::open(dir, cache_bytes as usize)),
+        other => panic!("unknown engine {other}"),
+    }
+}
+
+/// Bytes this process has passed to `write`-family system calls (`wchar` in `/proc/self/io`).
+fn bytes_written() -> u64 {
+    let io = std::fs::read_to_string("/proc/self/io").unwrap_or_default();
+    io.lines().find_map(|l| l.strip_prefix("wchar:")).and_then(|v| v.trim().parse().ok()).unwrap_or(0)
+}
+
+fn rate(ops: u64, elapsed: Duration) -> f64 {
+    ops as f64 / elapsed.as_secs_f64()
+}
+
+fn micros(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+/// Prints one `METRIC name value` line for the parent.
+fn metric(name: &str, value: f64) {
+    println!("METRIC {name} {value}");
+}
+
+/// Runs `ops` timed operations; returns the elapsed time and the latency histogram.
+fn timed(ops: u64, mut op: impl FnMut(u64)) -> (Duration, LatencyHistogram) {
+    let mut histogram = LatencyHistogram::default();
+    let start = Instant::now();
+    for i in 0..ops {
+        let t = Instant::now();
+        op(i);
+        histogram.record(t.elapsed());
+    }
+    (start.elapsed(), histogram)
+}
+
+/// One engine at one size: every workload, printed as `METRIC` lines.
+fn child(engine: &str, n: u64, args: &Args) {
+    let pool = if args.text_values { text_value_pool(42) } else { value_pool(42) };
+    let dir = args.dir.clone().expect("--dir");
+    let logical = n * (KEY_BYTES + VALUE_BYTES) as u64;
+    let db = open(engine, &dir, args.cache_mib << 20);
+    let written_before = bytes_written();
+
+    let order = Permutation::new(n, 1);
+    let (elapsed, fill) = timed(n, |i| {
+        let k = order.at(i);
+        db.put(&key(k), value(&pool, k));
+    });
+    db.sync();
+    let fill_written = bytes_written() - written_before;
+    metric("fillrandom_ops", rate(n, elapsed));
+    metric("fillrandom_p99_us", micros(fill.quantile(0.99)));
+    metric("fill_seconds", elapsed.as_secs_f64());
+    metric("fill_max_put_ms", micros(fill.max()) / 1000.0);
+    metric("fill_stall_ms", micros(fill.time_at_or_above(STALL_THRESHOLD)) / 1000.0);
+    metric("fill_write_amp", fill_written as f64 / logical as f64);
+    metric("space_amp", dir_bytes(&dir) as f64 / logical as f64);
+    eprintln!("{engine} {n}: filled in {:.1} s", elapsed.as_secs_f64());
+
+    let ops = args.ops;
+    let mut rng = Rng::new(3);
+    let (elapsed, reads) = timed(ops, |_| {
+        let k = rng.next_u64() % n;
+        assert!(db.get(&key(k)), "{engine}: key {k} missing");
+    });
+    metric("readrandom_ops", rate(ops, elapsed));
+    metric("readrandom_p99_us", micros(reads.quantile(0.99)));
+
+    let (elapsed, seeks) = timed(ops, |_| {
+        let k = rng.next_u64() % n;
+        let read = db.seek(&key(k), SEEK_ENTRIES);
+        assert_eq!(read as u64, SEEK_ENTRIES.min((n - k) as usize) as u64, "{engine}: seek to {k}");
+    });
+    metric("seekrandom_ops", rate(ops, elapsed));
+    metric("seekrandom_p99_us", micros(seeks.quantile(0.99)));
+
+    let start = Instant::now();
+    assert_eq!(db.scan_all() as u64, n, "{engine}: scan count");
+    metric("readseq_ops", rate(n, start.elapsed()));
+
+    let (elapsed, overwrites) = timed(ops, |_| {
+        let k = rng.next_u64() % n;
+        db.put(&key(k), value(&pool, k ^ 1));
+    });
+    db.sync();
+    metric("overwrite_ops", rate(ops, elapsed));
+    metric("overwrite_p99_us", micros(overwrites.quantile(0.99)));
+    let all_logical = logical + ops * (KEY_BYTES + VALUE_BYTES) as u64;
+    metric("write_amp_total", (bytes_written() - written_before) as f64 / all_logical as f64);
+    metric("peak_rss_mib", peak_rss_bytes().unwrap_or(0) as f64 / (1 << 20) as f64);
+    let report = db.report();
+    if !report.is_empty() {
+        println!("INFO {report}");
+    }
+}
+
+/// Rows of the results file: (values, engine, keys, metric) → value.
+type Results = BTreeMap<(String, String, u64, String), f64>;
+
+fn load_results(path: &Path) -> Results {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let mut results = Results::new();
+    for line in text.lines().filter(|l| !l.starts_with('#') && !l.is_empty()) {
+        let fields: Vec<&str> = line.split('\t').collect();
+        if let [values, engine, keys, metric, value] = fields.as_slice() {
+            results.insert(
+                ((*values).into(), (*engine).into(), keys.parse().expect("keys"), (*metric).into()),
+                value.parse().expect("value"),
+            );
+        }
+    }
+    results
+}
+
+fn save_results(path: &Path, results: &Results) {
+    let mut text =
+        String::from("# values\tengine\tkeys\tmetric\tvalue (written by examples/cost_curve.rs)\n");
+    for ((values, engine, keys, metric), value) in results {
+        text.push_str(&format!("{values}\t{engine}\t{keys}\t{metric}\t{value}\n"));
+    }
+    std::fs::write(path, text).expect("write results");
+}
+
+/// The metrics in the tables and charts: (key, label, unit, higher is better).
+const METRICS: [(&str, &str, &str, bool); 16] = [
+    ("fillrandom_ops", "fillrandom", "ops/s", true),
+    ("fillrandom_p99_us", "fillrandom p99", "µs", false),
+    ("fill_max_put_ms", "longest put during fill", "ms", false),
+    ("fill_stall_ms", "time in puts ≥ 10 ms", "ms", false),
+    ("fill_write_amp", "write amplification (fill)", "×", false),
+    ("space_amp", "space amplification (after fill)", "×", false),
+    ("readrandom_ops", "readrandom", "ops/s", true),
+    ("readrandom_p99_us", "readrandom p99", "µs", false),
+    ("seekrandom_ops", "seekrandom (seek + 10 entries)", "ops/s", true),
+    ("seekrandom_p99_us", "seekrandom p99", "µs", false),
+    ("readseq_ops", "readseq (full scan)", "keys/s", true),
+    ("overwrite_ops", "overwrite", "ops/s", true),
+    ("overwrite_p99_us", "overwrite p99", "µs", false),
+    ("write_amp_total", "write amplification (whole run)", "×", false),
+    ("peak_rss_mib", "peak RSS", "MiB", false),
+    ("fill_seconds", "fill time", "s", false),
+];
+
+fn value_text(value: f64) -> String {
+    if value >= 1e6 {
+        format!("{:.2} M", value / 1e6)
+    } else if value >= 100.0 {
+        format!("{value:.0}")
+    } else {
+        format!("{value:.2}")
+    }
+}
+
+/// Markdown tables, one per size, with each engine's value and stampkv's ratio to it.
+fn write_markdown(path: &Path, values: &str, results: &Results, cache_mib: u64) {
+    let engines: Vec<String> = ["stampkv", "fjall", "redb"]
+        .into_iter()
+        .filter(|e| results.keys().any(|(v, en, _, _)| v == values && en == e))
+        .map(str::to_owned)
+        .collect();
+    let mut sizes: Vec<u64> =
+        results.keys().filter(|(v, _, _, _)| v == values).map(|(_, _, keys, _)| *keys).collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    let mut text = format!(
+        "# Cost curve: {values} values\n\nWritten by `examples/cost_curve.rs` (see its header for the method). \
+         16-byte keys, 100-byte {values} values; every engine had a {cache_mib} MiB cache. \
+         Ratios are stampkv's value over the peer's (for rates higher is better; for latency, \
+         amplification and memory lower is better).\n"
+    );
+    for keys in sizes {
+        text.push_str(&format!("\n## {} keys\n\n| metric |", key_count_text(keys as f64)));
+        let present: Vec<&String> = engines
+            .iter()
+            .filter(|e| results.keys().any(|(v, en, k, _)| v == values && en == *e && *k == keys))
+            .collect();
+        for engine in &present {
+            text.push_str(&format!(" {engine} |"));
+        }
+        let has_stampkv = present.iter().any(|e| e.as_str() == "stampkv");
+        let peers: Vec<&String> =
+            present.iter().copied().filter(|e| has_stampkv && e.as_str() != "stampkv").collect();
+        for engine in &peers {
+            text.push_str(&format!(" stampkv / {engine} |"));
+        }
+        text.push_str("\n|---|");
+        for _ in 0..present.len() + peers.len() {
+            text.push_str("---:|");
+        }
+        text.push('\n');
+        for (metric, label, unit, _) in METRICS {
+            let get =
+                |engine: &str| results.get(&(values.into(), engine.into(), keys, metric.into())).copied();
+            text.push_str(&format!("| {label} ({unit}) |"));
+            for engine in &present {
+                text.push_str(&format!(" {} |", get(engine).map_or("–".into(), value_text)));
+            }
+            for engine in &peers {
+                let ratio = match (get("stampkv"), get(engine)) {
+                    (Some(ours), Some(theirs)) if theirs > 0.0 => format!("{:.2}", ours / theirs),
+                    _ => "–".into(),
+                };
+                text.push_str(&format!(" {ratio} |"));
+            }
+            text.push('\n');
+        }
+    }
+    std::fs::write(path, text).expect("write markdown");
+}
+
+fn write_chart(path: &Path, values: &str, results: &Results, cache_mib: u64) {
+    let charted = [
+        "fillrandom_ops",
+        "readrandom_ops",
+        "seekrandom_ops",
+        "readseq_ops",
+        "overwrite_ops",
+        "readrandom_p99_us",
+        "fill_write_amp",
+        "space_amp",
+        "peak_rss_mib",
+    ];
+    let panels: Vec<Panel> = charted
+        .iter()
+        .map(|&metric| {
+            let (_, label, unit, _) = METRICS.iter().find(|m| m.0 == metric).copied().expect("metric");
+            let mut series: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
+            for ((v, engine, keys, m), value) in results {
+                if v == values && m == metric {
+                    series.entry(engine.clone()).or_default().push((*keys as f64, *value));
+                }
+            }
+            let mut series: Vec<(String, Vec<(f64, f64)>)> = series.into_iter().collect();
+            series.sort_by_key(|(engine, _)| ["stampkv", "fjall", "redb"].iter().position(|e| e == engine));
+            Panel { title: label.to_owned(), y_desc: unit.to_owned(), series }
+        })
+        .collect();
+    let caption = format!(
+        "stampkv, fjall, redb: cost by database size ({values} 100-byte values, {cache_mib} MiB cache each)"
+    );
+    curves(path, &caption, &panels).expect("draw chart");
+}
+
+fn main() {
+    let args = parse_args();
+    if let Some(engine) = &args.child {
+        child(engine, args.sizes[0], &args);
+        return;
+    }
+    let exe = std::env::current_exe().expect("current exe");
+    let root = match &args.dir {
+        Some(dir) => dir.clone(),
+        None => std::env::temp_dir().join(format!("cost-curve-{}", std::process::id())),
+    };
+    let mut results = load_results(&args.results);
+    if let Some(parent) = args.results.parent() {
+        std::fs::create_dir_all(parent).expect("results dir");
+    }
+    let values = values_name(&args);
+    for &n in &args.sizes {
+        for engine in &args.engines {
+            let dir = root.join(format!("{engine}-{n}"));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).expect("create dir");
+            eprintln!("{engine}, {n} keys, {values} values (load {})", loadavg());
+            let started = Instant::now();
+            let output = Command::new(&exe)
+                .args(["--child", engine, "--sizes", &n.to_string(), "--ops", &args.ops.to_string()])
+                .args(["--values", values, "--cache-mib", &args.cache_mib.to_string()])
+                .arg("--dir")
+                .arg(&dir)
+                .stderr(std::process::Stdio::inherit())
+                .output()
+                .expect("run child");
+            let _ = std::fs::remove_dir_all(&dir);
+            assert!(output.status.success(), "{engine} at {n} keys failed");
+            for line in String::from_utf8_lossy(&output.stdout).lines() {
+                let mut parts = line.splitn(3, ' ');
+                match (parts.next(), parts.next(), parts.next()) {
+                    (Some("METRIC"), Some(name), Some(value)) => {
+                        let value: f64 = value.parse().expect("metric value");
+                        println!("{engine:>8} {n:>10} {name:<20} {}", value_text(value));
+                        results.insert((values.into(), engine.clone(), n, name.into()), value);
+                    }
+                    (Some("INFO"), Some(first), Some(rest)) => println!("{engine:>8} {n:>10} {first} {rest}"),
+                    _ => {}
+                }
+            }
+            eprintln!("{engine}, {n} keys: {:.0} s in all", started.elapsed().as_secs_f64());
+            save_results(&args.results, &results);
+        }
+    }
+    let _ = std::fs::remove_dir(&root);
+    let base = args.results.with_file_name(format!("cost-curve-{values}"));
+    write_markdown(&base.with_extension("md"), values, &results, args.cache_mib);
+    write_chart(&base.with_extension("svg"), values, &results, args.cache_mib);
+    println!("wrote {} and {}", base.with_extension("md").display(), base.with_extension("svg").display());
+}
