@@ -14,11 +14,9 @@
     reason = "test code: a panic is a failed test"
 )]
 
-mod common;
-
-use common::Rng;
 use stampkv_engine::fs::MemFs;
 use stampkv_engine::{BackgroundMode, Compression, Db, Options, Stats};
+use stampkv_testkit::SplitMix64 as Rng;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
