@@ -79,10 +79,20 @@ pub struct Options {
     pub l0_stop_trigger: usize,
     /// Size at which compaction output files are cut (default 64 MiB).
     pub target_file_size: u64,
-    /// Target size of level 1 (default 256 MiB); each deeper level is 10× larger.
+    /// Target size of level 1 (default 256 MiB); each deeper level is `level_size_ratio`
+    /// times larger. With `dynamic_level_bytes`, the target of the base level, the level
+    /// that level 0 compacts into.
     pub level1_target_bytes: u64,
     /// Size ratio between adjacent levels (default 10).
     pub level_size_ratio: u64,
+    /// Derive the level targets from the size of the largest level instead of growing
+    /// them from level 1 (default true; RocksDB's `level_compaction_dynamic_level_bytes`):
+    /// level L gets `largest / level_size_ratio^(6-L)`, level 0 compacts into the first
+    /// level whose share is at most `level1_target_bytes`, and the levels above it stay
+    /// empty. This bounds the space held by old versions to about `1/(ratio-1)` of the
+    /// data at any size. Either setting opens a database written with the other; the
+    /// levels then reshape through compaction.
+    pub dynamic_level_bytes: bool,
     /// Manifest size at which a new manifest is started (default 4 MiB).
     pub max_manifest_bytes: u64,
     /// Flush and compaction threads, or inline work.
@@ -111,6 +121,7 @@ impl Default for Options {
             target_file_size: 64 << 20,
             level1_target_bytes: 256 << 20,
             level_size_ratio: 10,
+            dynamic_level_bytes: true,
             max_manifest_bytes: 4 << 20,
             background: BackgroundMode::Threads,
             clock: Arc::new(SystemClock),
@@ -124,6 +135,7 @@ impl std::fmt::Debug for Options {
             .field("write_buffer_size", &self.write_buffer_size)
             .field("sync_mode", &self.sync_mode)
             .field("background", &self.background)
+            .field("dynamic_level_bytes", &self.dynamic_level_bytes)
             .field("table", &self.table)
             .field("compression_per_level", &self.compression_per_level)
             .finish_non_exhaustive()

@@ -17,6 +17,7 @@ pub(crate) struct Counters {
     pub compaction_bytes_written: AtomicU64,
     pub compaction_bytes_written_uncompressed: AtomicU64,
     pub stall_micros: AtomicU64,
+    pub max_stall_micros: AtomicU64,
     pub stalls: AtomicU64,
     pub slowdowns: AtomicU64,
 }
@@ -24,6 +25,10 @@ pub(crate) struct Counters {
 impl Counters {
     pub fn add(counter: &AtomicU64, value: u64) {
         counter.fetch_add(value, Ordering::Relaxed);
+    }
+
+    pub fn max(counter: &AtomicU64, value: u64) {
+        counter.fetch_max(value, Ordering::Relaxed);
     }
 }
 
@@ -60,6 +65,9 @@ pub struct Stats {
     pub compaction_bytes_written_uncompressed: u64,
     /// Time writers spent delayed or stopped by backpressure, in microseconds.
     pub stall_micros: u64,
+    /// The longest time one write spent delayed or stopped by backpressure, in
+    /// microseconds.
+    pub max_stall_micros: u64,
     /// Writes that had to wait for a flush or a level-0 compaction.
     pub stalls: u64,
     /// Writes delayed by 1 ms because level 0 had many files.
@@ -68,6 +76,10 @@ pub struct Stats {
     pub files_per_level: [usize; NUM_LEVELS],
     /// Table bytes per level.
     pub bytes_per_level: [u64; NUM_LEVELS],
+    /// Size each level is compacted down to (see `Options::dynamic_level_bytes`): 0 for
+    /// level 0 (it compacts at a file count) and for the levels above the base level,
+    /// the level that level 0 compacts into. The last level's target is not enforced.
+    pub level_target_bytes: [u64; NUM_LEVELS],
     /// Bytes of all live table files.
     pub table_bytes: u64,
     /// What `table_bytes` would be with every data block stored uncompressed;
@@ -109,6 +121,7 @@ impl Stats {
         self.compaction_bytes_written = load(&c.compaction_bytes_written);
         self.compaction_bytes_written_uncompressed = load(&c.compaction_bytes_written_uncompressed);
         self.stall_micros = load(&c.stall_micros);
+        self.max_stall_micros = load(&c.max_stall_micros);
         self.stalls = load(&c.stalls);
         self.slowdowns = load(&c.slowdowns);
     }

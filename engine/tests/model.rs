@@ -87,6 +87,8 @@ impl Harness {
             1 => options.table.compression = Compression::None,
             _ => options.compression_per_level = vec![Compression::None, Compression::Lz4],
         }
+        // Level targets: dynamic (the default) for odd seeds, static for even ones.
+        options.dynamic_level_bytes = seed % 2 == 1;
         let fs = MemFs::new();
         let db = Db::open_with_fs(Arc::new(fs.clone()), DIR, options.clone()).expect("open");
         Harness {

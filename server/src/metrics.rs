@@ -61,7 +61,7 @@ impl Metrics {
         let _ = writeln!(out, "stampkv_commit_seconds_count {count}");
         out.push_str("# HELP stampkv_open_watches Open watch streams.\n# TYPE stampkv_open_watches gauge\n");
         let _ = writeln!(out, "stampkv_open_watches {open_watches}");
-        let gauges: [(&str, u64); 15] = [
+        let gauges: [(&str, u64); 17] = [
             ("engine_commits", stats.commits),
             ("engine_user_bytes_written", stats.user_bytes_written),
             ("engine_wal_bytes_written", stats.wal_bytes_written),
@@ -70,6 +70,8 @@ impl Metrics {
             ("engine_compactions", stats.compactions),
             ("engine_compaction_bytes_written", stats.compaction_bytes_written),
             ("engine_stalls", stats.stalls),
+            ("engine_stall_micros", stats.stall_micros),
+            ("engine_max_stall_micros", stats.max_stall_micros),
             ("engine_table_bytes", stats.table_bytes),
             ("engine_table_bytes_uncompressed", stats.table_bytes_uncompressed),
             ("engine_wal_bytes_on_disk", stats.wal_bytes_on_disk),
@@ -80,6 +82,15 @@ impl Metrics {
         ];
         for (name, value) in gauges {
             let _ = writeln!(out, "# TYPE stampkv_{name} gauge\nstampkv_{name} {value}");
+        }
+        let _ = writeln!(
+            out,
+            "# TYPE stampkv_engine_write_amplification gauge\nstampkv_engine_write_amplification {}",
+            stats.write_amplification()
+        );
+        out.push_str("# TYPE stampkv_engine_level_target_bytes gauge\n");
+        for (level, target) in stats.level_target_bytes.iter().enumerate() {
+            let _ = writeln!(out, "stampkv_engine_level_target_bytes{{level=\"{level}\"}} {target}");
         }
         out.push_str("# TYPE stampkv_engine_files gauge\n");
         for (level, files) in stats.files_per_level.iter().enumerate() {

@@ -636,6 +636,7 @@ async fn watch_streams_changes_and_pings() {
     assert!(metrics.contains("stampkv_requests_total{kind=\"watch\",status=\"503\"} 1"), "{metrics}");
     assert!(metrics.contains("stampkv_commit_seconds_count 1"), "{metrics}");
     assert!(metrics.contains("stampkv_engine_commits"), "{metrics}");
+    assert!(metrics.contains("stampkv_engine_max_stall_micros 0"), "{metrics}");
     // The client goes away: the stream's slot is freed.
     drop(frames);
     let mut reopened = None;

@@ -189,7 +189,9 @@ fn print_stats(kv: &Kv, path: &Path) -> Result<(), CliError> {
     let files = engine.table_files();
     let stats = engine.stats();
     let usage = engine.space_usage().map_err(|e| kv_error(path, &e))?;
-    out!("{:<6} {:>6} {:>12} {:>12}", "level", "files", "bytes", "entries");
+    out!("{:<6} {:>6} {:>12} {:>12} {:>12}", "level", "files", "bytes", "target", "entries");
+    let base_level =
+        (1..LEVELS).find(|&l| stats.level_target_bytes.get(l).is_some_and(|&t| t > 0)).unwrap_or(1);
     let mut entries_total = 0;
     let mut weighted = 0u128;
     for level in 0..LEVELS {
@@ -197,14 +199,27 @@ fn print_stats(kv: &Kv, path: &Path) -> Result<(), CliError> {
         let bytes: u64 = of_level.iter().map(|f| f.size).sum();
         let entries: u64 = of_level.iter().map(|f| f.entries).sum();
         entries_total += entries;
-        weighted += u128::from(bytes) * (level as u128 + 2);
-        out!("{:<6} {:>6} {:>12} {:>12}", level, of_level.len(), HumanBytes(bytes).to_string(), entries);
+        // Logged, flushed, then written once into each level from the base level down.
+        weighted += u128::from(bytes) * (level + 2 - base_level.min(level).saturating_sub(1)) as u128;
+        let target = match stats.level_target_bytes.get(level) {
+            Some(&target) if target > 0 => HumanBytes(target).to_string(),
+            _ => "-".into(),
+        };
+        out!(
+            "{:<6} {:>6} {:>12} {:>12} {:>12}",
+            level,
+            of_level.len(),
+            HumanBytes(bytes).to_string(),
+            target,
+            entries
+        );
     }
     out!(
-        "{:<6} {:>6} {:>12} {:>12}",
+        "{:<6} {:>6} {:>12} {:>12} {:>12}",
         "total",
         files.len(),
         HumanBytes(stats.table_bytes).to_string(),
+        "",
         entries_total
     );
     if stats.table_bytes_uncompressed > 0 {
@@ -236,7 +251,8 @@ fn print_stats(kv: &Kv, path: &Path) -> Result<(), CliError> {
     } else {
         out!(
             "write amplification: {:.2} (estimate: every table byte was written to the log, flushed, \
-             and rewritten once per level it went down; `stampkv serve` reports measured figures in /metrics)",
+             and rewritten once per level from the base level down to its own; `stampkv serve` reports \
+             measured figures in /metrics)",
             weighted as f64 / stats.table_bytes as f64
         );
     }

@@ -1,20 +1,40 @@
 //! Leveled compaction: choosing what to compact, and doing it.
 //!
-//! Level 0 is compacted into level 1 when it has `l0_compaction_trigger` files; level
-//! L >= 1 into L+1 when its bytes exceed its target (`level1_target_bytes` ×
-//! `level_size_ratio`^(L-1)). The level with the highest score goes first. From level 0
-//! every file is taken (they overlap); from a deeper level one file, round robin through the
-//! key space, plus every file of the next level it overlaps. A file with nothing to merge
-//! with is moved down without rewriting (a trivial move). Outputs are cut at
-//! `target_file_size`, but never between two versions of one user key, so the files of a
-//! level have disjoint user-key ranges.
+//! **Targets** (`level_targets.rs`): with `Options::dynamic_level_bytes` (the default) each
+//! level's target is derived from the largest level — level L may hold
+//! `largest / level_size_ratio^(6-L)`, never less than `level1_target_bytes` — and level 0
+//! compacts into the *base level*, the first level whose share is at most
+//! `level1_target_bytes`; the levels above it stay empty. Without it, level L >= 1 may hold
+//! `level1_target_bytes` × `level_size_ratio`^(L-1) and level 0 compacts into level 1.
+//!
+//! **Pick order.** Level 0 scores its file count over `l0_compaction_trigger`; level L
+//! (1 to 5) its bytes over its target; a non-empty level above the base level scores 1
+//! (it drains). The highest score >= 1 goes first, except that level 0 goes first once it
+//! reaches `l0_slowdown_trigger` files, since writers are then being delayed. From level 0
+//! every file is taken (they overlap); from a deeper level the one file whose overlap with
+//! the level below, in bytes per byte of its own, is smallest (ties: the oldest file), plus
+//! the files below it overlaps. A single file with nothing to merge with is moved down
+//! without rewriting (a trivial move). One compaction runs at a time (`compaction_lock`),
+//! so no file is in two compactions. When nothing is over its limit, the table whose
+//! expired values waited longest is rewritten.
+//!
+//! **Stall bound.** Writers slow down (1 ms once per commit) at `l0_slowdown_trigger`
+//! level-0 files and stop at `l0_stop_trigger` (`write.rs`). Since level 0 then goes first,
+//! a stop lasts at most until the running compaction — one file plus about `ratio` files
+//! below it, or level 0 — ends and one level-0 compaction (level 0 and its overlap in the
+//! base level) has run.
+//!
+//! Outputs are cut at `target_file_size`, but never between two versions of one user key,
+//! so the files of a level have disjoint user-key ranges.
 
 use super::flush::TableOutput;
 use super::gc::{Decision, GcFilter};
+use super::level_targets::{LevelTargets, LAST_LEVEL};
 use super::{DbInner, ReadState};
+use crate::invariants::invariant;
 use crate::iter::{InternalIterator, LevelIter, MergingIter};
 use crate::stats::Counters;
-use crate::version::{TableFile, Version, VersionEdit, NUM_LEVELS};
+use crate::version::{FileDesc, TableFile, Version, VersionEdit, NUM_LEVELS};
 use crate::{Error, Result};
 use std::sync::Arc;
 
@@ -47,59 +67,90 @@ fn key_range(files: &[Arc<TableFile>]) -> Option<(Vec<u8>, Vec<u8>)> {
     Some((lo.clone(), hi.clone()))
 }
 
-impl DbInner {
-    fn level_target_bytes(&self, level: usize) -> u64 {
-        let mut target = self.options.level1_target_bytes;
-        for _ in 1..level {
-            target = target.saturating_mul(self.options.level_size_ratio);
+/// The file of `files` (a sorted level) whose overlap with `next` (the sorted level it
+/// compacts into), in bytes per byte of its own, is smallest: it rewrites the least data
+/// per byte moved down (RocksDB's `kMinOverlappingRatio`). A file overlapping nothing
+/// wins, and moves down without a rewrite. Ties go to the oldest file (lowest number).
+fn min_overlapping_ratio<'a, T>(files: &'a [T], next: &[T], desc: impl Fn(&T) -> &FileDesc) -> Option<&'a T> {
+    // (overlapping bytes, own size, file): compared by cross-multiplication, exactly.
+    let mut best: Option<(u128, u128, &T)> = None;
+    // Both levels are sorted and disjoint: the next level's files that may meet the
+    // current file start at `first`, which only moves forward.
+    let mut first = 0;
+    for file in files {
+        let d = desc(file);
+        while next.get(first).is_some_and(|n| desc(n).largest_key < d.smallest_key) {
+            first += 1;
         }
-        target
+        let overlap: u64 = next
+            .iter()
+            .skip(first)
+            .map(&desc)
+            .take_while(|n| n.smallest_key <= d.largest_key)
+            .map(|n| n.size)
+            .sum();
+        let (overlap, size) = (u128::from(overlap), u128::from(d.size.max(1)));
+        let better = best.is_none_or(|(best_overlap, best_size, best_file)| {
+            let (mine, theirs) = (overlap * best_size, best_overlap * size);
+            mine < theirs || (mine == theirs && d.number < desc(best_file).number)
+        });
+        if better {
+            best = Some((overlap, size, file));
+        }
     }
+    best.map(|(_, _, file)| file)
+}
 
+impl DbInner {
     /// The most urgent compaction of `version`: a level over its limit first, else a table
     /// holding values expired at `gc_time_ms`.
-    fn pick(&self, version: &Version, pointers: &mut [Vec<u8>; NUM_LEVELS], gc_time_ms: u64) -> Option<Plan> {
-        self.pick_by_size(version, pointers).or_else(|| Self::pick_expired(version, gc_time_ms))
+    fn pick(&self, version: &Version, gc_time_ms: u64) -> Option<Plan> {
+        let targets = LevelTargets::of(&self.options, version);
+        self.pick_by_size(version, &targets).or_else(|| Self::pick_expired(version, &targets, gc_time_ms))
     }
 
     /// The table whose expired values have waited longest, rewritten in place (from level
-    /// 0, with the rest of level 0, into level 1). After the rewrite none of its values is
-    /// expired at `gc_time_ms` (they are dropped or become tombstones), so it is not
-    /// picked again for the same reason.
-    fn pick_expired(version: &Version, gc_time_ms: u64) -> Option<Plan> {
+    /// 0, with the rest of level 0, into the base level). After the rewrite none of its
+    /// values is expired at `gc_time_ms` (they are dropped or become tombstones), so it is
+    /// not picked again for the same reason.
+    fn pick_expired(version: &Version, targets: &LevelTargets, gc_time_ms: u64) -> Option<Plan> {
         let (level, file) = version
             .all_files()
             .filter(|(_, f)| f.earliest_expiry_ms().is_some_and(|at| at <= gc_time_ms))
             .min_by_key(|(_, f)| f.earliest_expiry_ms())?;
         if level == 0 {
-            return Some(Self::plan_whole_level(version, 0, 1));
+            return Some(Self::plan_whole_level(version, 0, targets.output_level(version, 0)));
         }
         Some(Plan { level, output_level: level, inputs: vec![file.clone()], overlapping: Vec::new() })
     }
 
-    /// The level most over its size (or file count) limit, if any.
-    fn pick_by_size(&self, version: &Version, pointers: &mut [Vec<u8>; NUM_LEVELS]) -> Option<Plan> {
+    /// The level most over its size (or file count) limit, if any: all of level 0, or the
+    /// file of a deeper level that overlaps the fewest bytes below per byte of its own.
+    fn pick_by_size(&self, version: &Version, targets: &LevelTargets) -> Option<Plan> {
         let mut best: Option<(f64, usize)> = None;
-        let l0_score = version.files(0).len() as f64 / self.options.l0_compaction_trigger as f64;
-        if l0_score >= 1.0 {
+        let l0_files = version.files(0).len();
+        let l0_score = l0_files as f64 / self.options.l0_compaction_trigger as f64;
+        if l0_files >= self.options.l0_slowdown_trigger {
+            // Writers are being delayed: level 0 before anything else.
+            best = Some((f64::INFINITY, 0));
+        } else if l0_score >= 1.0 {
             best = Some((l0_score, 0));
         }
-        for level in 1..NUM_LEVELS - 1 {
-            let score = version.level_bytes(level) as f64 / self.level_target_bytes(level) as f64;
+        for level in 1..LAST_LEVEL {
+            let score = targets.score(level, version.level_bytes(level));
             if score >= 1.0 && best.is_none_or(|(s, _)| score > s) {
                 best = Some((score, level));
             }
         }
         let (_, level) = best?;
+        let output_level = targets.output_level(version, level);
         if level == 0 {
-            return Some(Self::plan_whole_level(version, 0, 1));
+            return Some(Self::plan_whole_level(version, 0, output_level));
         }
-        let files = version.files(level);
-        let pointer = pointers.get_mut(level)?;
-        let file = files.iter().find(|f| f.desc.largest_key > *pointer).or(files.first())?.clone();
-        *pointer = file.desc.largest_key.clone();
-        let overlapping = version.overlapping(level + 1, &file.desc.smallest_key, &file.desc.largest_key);
-        Some(Plan { level, output_level: level + 1, inputs: vec![file], overlapping })
+        let file =
+            min_overlapping_ratio(version.files(level), version.files(output_level), |f| &f.desc)?.clone();
+        let overlapping = version.overlapping(output_level, &file.desc.smallest_key, &file.desc.largest_key);
+        Some(Plan { level, output_level, inputs: vec![file], overlapping })
     }
 
     /// All files of `level` and the files of `output_level` they overlap.
@@ -254,11 +305,15 @@ pub(crate) fn compact_while_needed(inner: &DbInner) -> Result<()> {
             }
             let version = inner.read_state.read().version.clone();
             let gc_time_ms = inner.gc_point().time_ms;
-            let plan = {
-                let mut versions = inner.versions.lock();
-                inner.pick(&version, &mut versions.compact_pointers, gc_time_ms)
-            };
-            let Some(plan) = plan else {
+            let Some(plan) = inner.pick(&version, gc_time_ms) else {
+                // Idle: nothing is over its target, so nothing is left above the base level.
+                let targets = LevelTargets::of(&inner.options, &version);
+                invariant!(
+                    (1..targets.base_level).all(|l| version.files(l).is_empty()),
+                    "compaction idle with files above base level {}: {:?}",
+                    targets.base_level,
+                    (0..NUM_LEVELS).map(|l| version.files(l).len()).collect::<Vec<_>>()
+                );
                 return Ok(());
             };
             inner.run(&plan)?;
@@ -269,18 +324,25 @@ pub(crate) fn compact_while_needed(inner: &DbInner) -> Result<()> {
     }
 }
 
-/// Compacts everything into the deepest non-empty level and rewrites that level, so no
-/// shadowed version, tombstone or expired value a reader cannot see is left.
+/// Compacts everything into one level and rewrites that level, so no shadowed version,
+/// tombstone or expired value a reader cannot see is left. The level is the last one with
+/// dynamic level targets, else the deepest non-empty level (level 1 if there is none).
+/// Each non-empty level goes straight into the next non-empty one below it.
 pub(crate) fn compact_all(inner: &DbInner) -> Result<()> {
     let running = inner.compaction_lock.lock();
     let version = inner.read_state.read().version.clone();
-    let deepest = (1..NUM_LEVELS).rev().find(|&l| !version.files(l).is_empty()).unwrap_or(1);
+    let deepest = if inner.options.dynamic_level_bytes {
+        LAST_LEVEL
+    } else {
+        (1..NUM_LEVELS).rev().find(|&l| !version.files(l).is_empty()).unwrap_or(1)
+    };
     for level in 0..deepest {
         let version = inner.read_state.read().version.clone();
         if version.files(level).is_empty() {
             continue;
         }
-        let plan = DbInner::plan_whole_level(&version, level, level + 1);
+        let output_level = (level + 1..deepest).find(|&l| !version.files(l).is_empty()).unwrap_or(deepest);
+        let plan = DbInner::plan_whole_level(&version, level, output_level);
         inner.run(&plan)?;
     }
     let version = inner.read_state.read().version.clone();
@@ -290,4 +352,58 @@ pub(crate) fn compact_all(inner: &DbInner) -> Result<()> {
     drop(running);
     inner.notify_room();
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(number: u64, smallest: &str, largest: &str, size: u64) -> FileDesc {
+        FileDesc {
+            number,
+            size,
+            entry_count: 1,
+            smallest_key: smallest.into(),
+            smallest_trailer: 0,
+            largest_key: largest.into(),
+            largest_trailer: 0,
+        }
+    }
+
+    fn pick(files: &[FileDesc], next: &[FileDesc]) -> Option<u64> {
+        min_overlapping_ratio(files, next, |d| d).map(|d| d.number)
+    }
+
+    #[test]
+    fn the_file_overlapping_the_fewest_bytes_per_byte_is_picked() {
+        let next = [
+            file(10, "a", "c", 100),
+            file(11, "d", "f", 300),
+            file(12, "g", "k", 50),
+            file(13, "m", "p", 10),
+        ];
+        // Overlap per own byte: 1 (100/100), 7 (350/50 — two files below), 0.25 (50/200),
+        // 0.5 (10/20).
+        let files =
+            [file(1, "a", "b", 100), file(2, "e", "h", 50), file(3, "i", "j", 200), file(4, "n", "o", 20)];
+        assert_eq!(pick(&files, &next), Some(3));
+        // A file overlapping nothing below wins (it moves down without a rewrite).
+        let files = [file(1, "a", "b", 100), file(3, "i", "j", 200), file(5, "l", "l", 1)];
+        assert_eq!(pick(&files, &next), Some(5));
+        // The last file below can meet two files of this level.
+        let files = [file(6, "d", "d", 10), file(7, "e", "e", 30), file(8, "z", "z", 1)];
+        assert_eq!(pick(&files[..2], &next), Some(7));
+        assert_eq!(pick(&files, &next), Some(8));
+        assert_eq!(pick(&[], &next), None);
+    }
+
+    #[test]
+    fn ties_go_to_the_oldest_file() {
+        let next = [file(10, "a", "c", 100), file(11, "x", "z", 100)];
+        let files = [file(9, "a", "b", 50), file(4, "x", "y", 50)];
+        assert_eq!(pick(&files, &next), Some(4));
+        // Every file of an empty level below ties at 0.
+        let files = [file(9, "a", "b", 50), file(4, "x", "y", 60), file(7, "m", "n", 1)];
+        assert_eq!(pick(&files, &[]), Some(4));
+    }
 }

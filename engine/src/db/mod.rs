@@ -11,6 +11,7 @@ mod dir_files;
 mod flush;
 mod gc;
 mod ingest;
+mod level_targets;
 mod lock_order;
 mod log_scan;
 mod open;
@@ -436,6 +437,7 @@ impl DbInner {
             stats.files_per_level[level] = state.version.files(level).len();
             stats.bytes_per_level[level] = state.version.level_bytes(level);
         }
+        stats.level_target_bytes = level_targets::LevelTargets::of(&self.options, &state.version).bytes;
         stats.table_bytes = state.version.total_bytes();
         stats.table_bytes_uncompressed = state.version.all_files().map(|(_, f)| f.uncompressed_size()).sum();
         let table_cache = self.tables.table_cache.stats();

@@ -226,6 +226,8 @@ impl DbInner {
     /// flushes or level-0 compactions fall behind.
     fn make_room(&self, commit: &mut OrderedGuard<'_, CommitState>) -> Result<()> {
         let mut slowed_down = false;
+        let mut stopped = false;
+        let mut stalled = Duration::ZERO;
         loop {
             self.check_writable(commit)?;
             let (frozen, l0_files) = {
@@ -239,11 +241,11 @@ impl DbInner {
                 let start = Instant::now();
                 MutexGuard::unlocked(commit.raw(), || std::thread::sleep(Duration::from_millis(1)));
                 Counters::add(&self.counters.slowdowns, 1);
-                Counters::add(&self.counters.stall_micros, start.elapsed().as_micros() as u64);
+                stalled += start.elapsed();
                 continue;
             }
             if commit.mem.memory_bytes() < self.options.write_buffer_size {
-                return Ok(());
+                break;
             }
             if threads
                 && (frozen >= self.options.max_immutable_memtables
@@ -253,8 +255,10 @@ impl DbInner {
                 self.request_flush();
                 self.request_compaction();
                 self.room_cv.wait_for(commit.raw(), Duration::from_millis(100));
-                Counters::add(&self.counters.stalls, 1);
-                Counters::add(&self.counters.stall_micros, start.elapsed().as_micros() as u64);
+                if !std::mem::replace(&mut stopped, true) {
+                    Counters::add(&self.counters.stalls, 1);
+                }
+                stalled += start.elapsed();
                 continue;
             }
             self.switch_memtable(commit)?;
@@ -262,6 +266,12 @@ impl DbInner {
                 self.run_inline_work()?;
             }
         }
+        if !stalled.is_zero() {
+            let micros = stalled.as_micros() as u64;
+            Counters::add(&self.counters.stall_micros, micros);
+            Counters::max(&self.counters.max_stall_micros, micros);
+        }
+        Ok(())
     }
 
     /// Freezes the current memtable and starts a new one in a new WAL segment.

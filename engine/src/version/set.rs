@@ -102,8 +102,6 @@ pub(crate) struct VersionSet {
     manifest: LogWriter<LogFileHandle>,
     manifest_number: u64,
     max_manifest_bytes: u64,
-    /// Per level, the largest user key of the last compaction picked there (round robin).
-    pub compact_pointers: [Vec<u8>; NUM_LEVELS],
 }
 
 impl VersionSet {
@@ -130,7 +128,6 @@ impl VersionSet {
             manifest,
             manifest_number,
             max_manifest_bytes,
-            compact_pointers: Default::default(),
         })
     }
 
