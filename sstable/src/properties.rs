@@ -63,7 +63,8 @@ impl TableProperties {
     pub(crate) fn memory_usage(&self) -> usize {
         let key = |k: &Option<(Vec<u8>, u64)>| k.as_ref().map_or(0, |(user, _)| user.capacity());
         let slot = std::mem::size_of::<String>() + std::mem::size_of::<Vec<u8>>();
-        let user: usize = self.user.iter().map(|(name, value)| slot + name.capacity() + value.capacity()).sum();
+        let user: usize =
+            self.user.iter().map(|(name, value)| slot + name.capacity() + value.capacity()).sum();
         key(&self.smallest) + key(&self.largest) + user
     }
 

@@ -341,13 +341,23 @@ impl Table {
 }
 
 /// Reads, verifies and decodes the index block.
-fn read_index(file: &dyn ReadAt, name: &str, handle: BlockHandle, limit: u64) -> Result<IndexBlock, TableError> {
+fn read_index(
+    file: &dyn ReadAt,
+    name: &str,
+    handle: BlockHandle,
+    limit: u64,
+) -> Result<IndexBlock, TableError> {
     let bytes = read_block(file, name, handle, limit)?;
     Block::new(bytes).and_then(IndexBlock::new).map_err(|r| TableError::corruption(name, handle.offset, r))
 }
 
 /// Reads, verifies and decodes the filter block.
-fn read_filter(file: &dyn ReadAt, name: &str, handle: BlockHandle, limit: u64) -> Result<BloomFilter, TableError> {
+fn read_filter(
+    file: &dyn ReadAt,
+    name: &str,
+    handle: BlockHandle,
+    limit: u64,
+) -> Result<BloomFilter, TableError> {
     let bytes = read_block(file, name, handle, limit)?;
     BloomFilter::decode(bytes).map_err(|r| TableError::corruption(name, handle.offset, r))
 }

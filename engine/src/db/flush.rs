@@ -99,7 +99,8 @@ impl TableEnv {
         } else {
             IndexFilterPlacement::Pinned
         };
-        let table_cache = Arc::new(TableCache::new(fs.clone(), dir, cache.clone(), max_open_files, placement));
+        let table_cache =
+            Arc::new(TableCache::new(fs.clone(), dir, cache.clone(), max_open_files, placement));
         TableEnv { fs, dir: dir.to_path_buf(), options, compression_per_level, cache, table_cache }
     }
 
