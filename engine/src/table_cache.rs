@@ -2,11 +2,11 @@
 //!
 //! An open [`Table`] holds a file handle, its properties and, unless they go through the
 //! block cache ([`IndexFilterPlacement::BlockCache`], the default), its index and filter
-//! blocks, so the number of open tables bounds file descriptors and that memory. A table that the
-//! cache does not hold is opened on demand (footer, index, filter and properties are read
-//! and their checksums verified), which may evict the least recently used one. Readers get
-//! an `Arc<Table>` and keep it while they use it: eviction only drops the cache's
-//! reference, so a table in use stays open until its last reader lets go.
+//! blocks, so the number of open tables bounds file descriptors and that memory. A table
+//! that the cache does not hold is opened on demand (footer, index, filter and properties
+//! are read and their checksums verified), which may evict the least recently used one.
+//! Readers get an `Arc<Table>` and keep it while they use it: eviction only drops the
+//! cache's reference, so a table in use stays open until its last reader lets go.
 //!
 //! The cache is split into shards by file number, each a short-held mutex around a map
 //! with exact LRU order (a use stamps the entry; eviction removes the oldest stamp, a scan
