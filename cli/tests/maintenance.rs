@@ -178,11 +178,11 @@ fn stats_prints_levels_sizes_amplification_and_a_key_estimate() {
     assert!(field("live data (full scan): ").starts_with("500 keys"), "{stdout}");
     let estimate: u64 = field("key count estimate: ").split(' ').next().unwrap().parse().unwrap();
     assert!(estimate >= 500, "{stdout}");
-    // The scan just read every table: they are open, with their index and filter.
+    // The scan just read every table: they are open.
     let memory = field("memory: ");
     assert!(memory.contains("memtables") && memory.contains("block cache"), "{stdout}");
     let open_tables: usize =
-        memory.split("index and filter of ").nth(1).unwrap().split(' ').next().unwrap().parse().unwrap();
+        memory.split("held by ").nth(1).unwrap().split(' ').next().unwrap().parse().unwrap();
     assert_eq!(
         open_tables,
         lines[8].split_whitespace().nth(1).unwrap().parse::<usize>().unwrap(),

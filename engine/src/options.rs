@@ -71,6 +71,13 @@ pub struct Options {
     /// is opened again when a read needs it, evicting the least recently used one. Tables
     /// that readers are using stay open beyond the limit until they finish.
     pub max_open_files: usize,
+    /// Keep open tables' index and filter blocks in the block cache (default true):
+    /// charged to `block_cache_bytes`, evicted like data blocks (after them, see
+    /// [`stampkv_sstable::BlockCache`]) and read again, checksum verified, when next needed.
+    /// An open table then holds only a few hundred bytes, so memory no longer grows with
+    /// the number of open tables. `false` pins them for as long as the table is open
+    /// (about 1.3 MiB per 64 MiB table): no rereads, memory up to `max_open_files` times that.
+    pub cache_index_and_filter_blocks: bool,
     /// Level-0 file count that triggers compaction (default 4).
     pub l0_compaction_trigger: usize,
     /// Level-0 file count at which each write is delayed by 1 ms (default 12).
@@ -115,6 +122,7 @@ impl Default for Options {
             compression_per_level: Vec::new(),
             block_cache_bytes: 32 << 20,
             max_open_files: 1000,
+            cache_index_and_filter_blocks: true,
             l0_compaction_trigger: 4,
             l0_slowdown_trigger: 12,
             l0_stop_trigger: 20,

@@ -93,9 +93,14 @@ pub struct Stats {
     pub immutable_memtables: usize,
     /// Bytes held by the block cache.
     pub block_cache_bytes: u64,
-    /// Block cache (hits, misses).
+    /// Block cache (hits, misses), every kind of block.
     pub block_cache_hits_misses: (u64, u64),
-    /// Index and filter bytes of the tables the table cache holds open.
+    /// Block cache (hits, misses) of index and filter blocks alone (zero unless
+    /// `Options::cache_index_and_filter_blocks`); a miss rereads the block from its table.
+    pub block_cache_index_filter_hits_misses: (u64, u64),
+    /// Memory the tables the table cache holds open keep outside the block cache: a few
+    /// hundred bytes each (name, properties, handles), plus their index and filter unless
+    /// `Options::cache_index_and_filter_blocks`.
     pub pinned_table_bytes: u64,
     /// Tables the table cache holds open (at most `Options::max_open_files`).
     pub open_tables: usize,
@@ -126,8 +131,8 @@ impl Stats {
         self.slowdowns = load(&c.slowdowns);
     }
 
-    /// Memory of the engine's main components: memtables, block cache, and the index and
-    /// filter blocks of open tables.
+    /// Memory of the engine's main components: memtables, block cache, and what open tables
+    /// hold outside it (`pinned_table_bytes`).
     pub fn memory_bytes(&self) -> u64 {
         self.memtable_bytes + self.block_cache_bytes + self.pinned_table_bytes
     }

@@ -1,11 +1,12 @@
 //! The table cache: open tables by file number, at most `Options::max_open_files` of them.
 //!
-//! An open [`Table`] holds a file handle and its index and filter blocks in memory, so the
-//! number of open tables bounds both file descriptors and that memory. A table that the
-//! cache does not hold is opened on demand (footer, index, filter and properties are read
-//! and their checksums verified), which may evict the least recently used one. Readers get
-//! an `Arc<Table>` and keep it while they use it: eviction only drops the cache's
-//! reference, so a table in use stays open until its last reader lets go.
+//! An open [`Table`] holds a file handle, its properties and, unless they go through the
+//! block cache ([`IndexFilterPlacement::BlockCache`], the default), its index and filter
+//! blocks, so the number of open tables bounds file descriptors and that memory. A table
+//! that the cache does not hold is opened on demand (footer, index, filter and properties
+//! are read and their checksums verified), which may evict the least recently used one.
+//! Readers get an `Arc<Table>` and keep it while they use it: eviction only drops the
+//! cache's reference, so a table in use stays open until its last reader lets go.
 //!
 //! The cache is split into shards by file number, each a short-held mutex around a map
 //! with exact LRU order (a use stamps the entry; eviction removes the oldest stamp, a scan
@@ -15,7 +16,7 @@ use crate::filename;
 use crate::fs::{Fs, FsFile, TableFile as TableFileAdapter};
 use crate::{Error, Result};
 use parking_lot::Mutex;
-use stampkv_sstable::{BlockCache, ReadAt, Table};
+use stampkv_sstable::{BlockCache, IndexFilterPlacement, ReadAt, Table};
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::io;
@@ -59,7 +60,7 @@ struct Shard {
     map: HashMap<u64, Entry, BuildHasherDefault<NumberHasher>>,
     capacity: usize,
     clock: u64,
-    /// Index and filter bytes of the tables in `map`.
+    /// Bytes the tables in `map` hold outside the block cache.
     pinned_bytes: usize,
     hits: u64,
     misses: u64,
@@ -118,7 +119,8 @@ pub(crate) struct TableCacheStats {
     pub tables: usize,
     /// Table files open now: the cached ones plus evicted ones a reader still uses.
     pub open_files: usize,
-    /// Index and filter bytes of the cached tables.
+    /// Bytes the cached tables hold outside the block cache (see
+    /// [`Table::pinned_memory_bytes`]).
     pub pinned_bytes: usize,
     /// Lookups that found the table open.
     pub hits: u64,
@@ -131,6 +133,7 @@ pub(crate) struct TableCache {
     fs: Arc<dyn Fs>,
     dir: PathBuf,
     block_cache: Arc<BlockCache>,
+    placement: IndexFilterPlacement,
     shards: Box<[Mutex<Shard>]>,
     /// Table files open now (see [`CountedFile`]).
     open_files: Arc<AtomicUsize>,
@@ -138,8 +141,15 @@ pub(crate) struct TableCache {
 
 impl TableCache {
     /// A cache holding at most `capacity` (at least 1; `usize::MAX` for no limit) open
-    /// tables of `dir`, whose blocks go through `block_cache`.
-    pub fn new(fs: Arc<dyn Fs>, dir: &Path, block_cache: Arc<BlockCache>, capacity: usize) -> Self {
+    /// tables of `dir`, whose blocks go through `block_cache` (index and filter blocks too
+    /// if `placement` says so).
+    pub fn new(
+        fs: Arc<dyn Fs>,
+        dir: &Path,
+        block_cache: Arc<BlockCache>,
+        capacity: usize,
+        placement: IndexFilterPlacement,
+    ) -> Self {
         let capacity = capacity.max(1);
         let mut num_shards = MAX_SHARDS;
         while num_shards > 1 && capacity / num_shards < MIN_SHARD_CAPACITY {
@@ -152,7 +162,7 @@ impl TableCache {
                 Mutex::new(Shard { capacity: capacity / num_shards + extra, ..Shard::default() })
             })
             .collect();
-        TableCache { fs, dir: dir.to_path_buf(), block_cache, shards, open_files: Arc::default() }
+        TableCache { fs, dir: dir.to_path_buf(), block_cache, placement, shards, open_files: Arc::default() }
     }
 
     fn shard(&self, number: u64) -> &Mutex<Shard> {
@@ -176,7 +186,7 @@ impl TableCache {
     pub fn open_file(&self, number: u64, file: Arc<dyn FsFile>) -> Result<Arc<Table>> {
         let name = filename::table_path(&self.dir, number).display().to_string();
         let file: Arc<dyn ReadAt> = Arc::new(CountedFile::new(file, self.open_files.clone()));
-        let table = Table::open(file, number, name, Some(self.block_cache.clone()))?;
+        let table = Table::open_with(file, number, name, Some(self.block_cache.clone()), self.placement)?;
         let mut dropped = Vec::new();
         let table = self.shard(number).lock().insert(number, table, &mut dropped);
         drop(dropped);
@@ -263,7 +273,8 @@ mod tests {
         for number in 1..=tables {
             write_table(&fs, dir, number);
         }
-        TableCache::new(Arc::new(fs), dir, Arc::new(BlockCache::new(1 << 20)), capacity)
+        let placement = IndexFilterPlacement::BlockCache;
+        TableCache::new(Arc::new(fs), dir, Arc::new(BlockCache::new(1 << 20)), capacity, placement)
     }
 
     #[test]

@@ -17,7 +17,7 @@ mod common;
 
 use common::{env_or, Rng};
 use stampkv_engine::fs::{Fs, MemFs};
-use stampkv_engine::{BackgroundMode, Db, DbIter, Options, TableFileInfo};
+use stampkv_engine::{BackgroundMode, Db, DbIter, Options, SyncMode, TableFileInfo};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -296,5 +296,125 @@ fn a_table_damaged_while_closed_is_a_corruption_when_reopened() {
     assert!(error.is_corruption() && error.to_string().contains(&name), "{error}");
     // The other tables still read.
     assert!(db.get(&files[0].largest_key).unwrap().is_some());
+    drop(db);
+}
+
+/// Options for the tests of index and filter blocks in the block cache: every table stays
+/// open, the block cache holds 16 KiB.
+fn tiny_block_cache(cache_index_and_filter_blocks: bool) -> Options {
+    let mut options = options(1000);
+    options.block_cache_bytes = 16 << 10;
+    options.cache_index_and_filter_blocks = cache_index_and_filter_blocks;
+    options
+}
+
+#[test]
+fn index_and_filter_blocks_cycle_through_a_tiny_block_cache() {
+    let fs = MemFs::new();
+    let options = tiny_block_cache(true);
+    let budget = options.block_cache_bytes as u64;
+    let db = Db::open_with_fs(Arc::new(fs.clone()), DIR, options).unwrap();
+    let mut model = Model::new();
+    let mut rng = Rng::new(11);
+    for i in 0..2000 {
+        let (k, v) = (key(rng.below(3000)), format!("value {i} {}", "w".repeat(rng.index(60))).into_bytes());
+        db.put(&k, &v).unwrap();
+        model.insert(k, v);
+    }
+    db.flush().unwrap();
+    let tables = db.table_files().len();
+    assert!(tables >= 20, "only {tables} tables");
+    let before = db.stats().block_cache_index_filter_hits_misses;
+    for step in 0..2000 {
+        if step % 50 == 0 {
+            let lo = key(rng.below(3000));
+            let got: Vec<_> = db
+                .range(lo.as_slice()..)
+                .take(30)
+                .map(|e| e.map(|e| (e.key, e.value)))
+                .collect::<Result<_, _>>()
+                .unwrap();
+            let want: Vec<_> = model.range(lo..).take(30).map(|(k, v)| (k.clone(), v.clone())).collect();
+            assert_eq!(got, want, "step {step} scan");
+        } else {
+            let k = key(rng.below(3100));
+            assert_eq!(db.get(&k).unwrap(), model.get(&k).cloned(), "step {step} get");
+        }
+        let stats = db.stats();
+        assert!(stats.block_cache_bytes <= budget, "step {step}: {} bytes cached", stats.block_cache_bytes);
+    }
+    let stats = db.stats();
+    assert_eq!(stats.open_tables, tables, "every table stays open");
+    // Each table's index and filter went into the cache when the table was opened: these
+    // misses are reloads after evictions.
+    let (hits, misses) = stats.block_cache_index_filter_hits_misses;
+    assert!(misses - before.1 > tables as u64 && hits > before.0, "{stats:?}");
+    // What stays pinned is small and constant per open table; the memory total is bounded
+    // by the configuration.
+    let per_table = stats.pinned_table_bytes / tables as u64;
+    println!("{per_table} bytes pinned per open table ({tables} tables)");
+    assert!(per_table < 1024, "{per_table} bytes pinned per open table");
+    assert!(stats.memory_bytes() <= stats.memtable_bytes + budget + 1024 * tables as u64);
+    db.close().unwrap();
+
+    // The same database with the index and filter pinned: several times the memory.
+    let db = Db::open_with_fs(Arc::new(fs), DIR, tiny_block_cache(false)).unwrap();
+    assert_eq!(db.get(&key(0)).unwrap(), model.get(&key(0)).cloned());
+    let pinned = db.stats();
+    assert_eq!(pinned.block_cache_index_filter_hits_misses, (0, 0));
+    println!("pinned index and filter: {} bytes per open table", pinned.pinned_table_bytes / tables as u64);
+    assert!(pinned.pinned_table_bytes > 2 * stats.pinned_table_bytes, "{pinned:?}");
+    db.close().unwrap();
+}
+
+#[cfg(unix)]
+#[test]
+fn an_index_damaged_under_an_open_table_is_a_corruption_when_reloaded() {
+    use stampkv_sstable::{ReadAt, Table, FOOTER_SIZE};
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("db");
+    let mut options = tiny_block_cache(true);
+    options.sync_mode = SyncMode::Buffered; // no fdatasync per put: the test is about reads
+    let files = {
+        let db = Db::open(&dir, options.clone()).unwrap();
+        for i in 0..1500 {
+            db.put(&key(i), format!("value {i} {}", "z".repeat(40)).as_bytes()).unwrap();
+        }
+        db.compact().unwrap();
+        let files = db.table_files();
+        db.close().unwrap();
+        files
+    };
+    assert!(files.len() >= 8);
+    let db = Db::open(&dir, options).unwrap();
+    let victim = &files[files.len() - 2];
+    assert!(db.get(&victim.smallest_key).unwrap().is_some());
+    let name = format!("{:06}.sst", victim.number);
+    let path = dir.join(&name);
+    let index_offset = {
+        let file: Arc<dyn ReadAt> = Arc::new(std::fs::File::open(&path).unwrap());
+        let table = Table::open(file, 1, name.clone(), None).unwrap();
+        table.file_size() - FOOTER_SIZE as u64 - table.properties().index_bytes
+    };
+    // Damage the index block of the open table, then read the tables before it so that its
+    // index and filter are evicted from the cache.
+    let file = std::fs::OpenOptions::new().read(true).write(true).open(&path).unwrap();
+    let mut byte = [0u8];
+    std::os::unix::fs::FileExt::read_exact_at(&file, &mut byte, index_offset + 10).unwrap();
+    std::os::unix::fs::FileExt::write_all_at(&file, &[byte[0] ^ 0x04], index_offset + 10).unwrap();
+    drop(file);
+    let misses = db.stats().block_cache_index_filter_hits_misses.1;
+    for _ in 0..3 {
+        let scanned = db.range(..files[files.len() - 3].largest_key.as_slice()).count();
+        assert!(scanned > 1000);
+    }
+    assert!(db.stats().block_cache_index_filter_hits_misses.1 > misses, "nothing was reloaded");
+    let error = db.get(&victim.smallest_key).unwrap_err();
+    assert!(error.is_corruption(), "{error}");
+    assert!(error.to_string().contains(&name), "{error}");
+    assert_eq!(db.stats().open_tables, files.len(), "the damaged table is still open");
+    // The other tables still read.
+    assert!(db.get(&files[0].largest_key).unwrap().is_some());
+    assert!(db.get(&files[files.len() - 1].largest_key).unwrap().is_some());
     drop(db);
 }

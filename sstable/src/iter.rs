@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use crate::block::{Block, BlockIter};
 use crate::error::TableError;
+use crate::index::IndexBlock;
 use crate::key::{compare_stored, split_stored_key};
 use crate::table::Table;
 
@@ -13,8 +14,13 @@ use crate::table::Table;
 /// Unpositioned (invalid) when created. Moving calls return an error if a block cannot
 /// be read or decoded; the iterator is then invalid. `next` / `prev` on an invalid
 /// iterator do nothing. Keys and values borrow from the iterator.
+///
+/// A table whose index is in the block cache has it looked up (or read) at the
+/// iterator's first seek; the iterator then holds it until it is dropped.
 pub struct TableIter {
     table: Arc<Table>,
+    /// The index block `index` iterates; `None` until a seek loads it.
+    index_block: Option<Arc<IndexBlock>>,
     /// Positioned at the index entry of the block in `data` (when that is valid).
     index: BlockIter<Arc<Block>>,
     data: BlockIter<Arc<Block>>,
@@ -24,9 +30,21 @@ pub struct TableIter {
 
 impl TableIter {
     pub(crate) fn new(table: Arc<Table>) -> Self {
-        let index = BlockIter::new(Arc::clone(table.index().block()), true);
+        let index_block = table.pinned_index().cloned();
+        let index_source = index_block.as_ref().map_or_else(|| table.empty_block(), |i| i.block());
+        let index = BlockIter::new(Arc::clone(index_source), true);
         let data = BlockIter::new(Arc::clone(table.empty_block()), true);
-        TableIter { table, index, data, data_offset: None }
+        TableIter { table, index_block, index, data, data_offset: None }
+    }
+
+    /// Loads the index block if this iterator has not yet. Errors leave it invalid.
+    fn load_index(&mut self) -> Result<(), TableError> {
+        if self.index_block.is_none() {
+            let index = self.table.index().inspect_err(|_| self.data.invalidate())?;
+            self.index.reset(Arc::clone(index.block()));
+            self.index_block = Some(index);
+        }
+        Ok(())
     }
 
     /// Whether positioned at an entry.
@@ -37,7 +55,10 @@ impl TableIter {
 
     /// First entry >= (user_key, trailer) in table order.
     pub fn seek(&mut self, user_key: &[u8], trailer: u64) -> Result<(), TableError> {
-        self.table.index().seek(&mut self.index, user_key, trailer);
+        self.load_index()?;
+        if let Some(index) = &self.index_block {
+            index.seek(&mut self.index, user_key, trailer);
+        }
         if self.load_data_block()? {
             self.data.seek(user_key, trailer);
         }
@@ -59,6 +80,7 @@ impl TableIter {
 
     /// Positions at the first entry (invalid if the table is empty).
     pub fn seek_to_first(&mut self) -> Result<(), TableError> {
+        self.load_index()?;
         self.index.seek_to_first();
         if self.load_data_block()? {
             self.data.seek_to_first();
@@ -68,6 +90,7 @@ impl TableIter {
 
     /// Positions at the last entry (invalid if the table is empty).
     pub fn seek_to_last(&mut self) -> Result<(), TableError> {
+        self.load_index()?;
         self.index.seek_to_last();
         if self.load_data_block()? {
             self.data.seek_to_last();

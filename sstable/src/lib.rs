@@ -44,8 +44,11 @@
 //!
 //! # Reading
 //!
-//! [`Table::open`] verifies the footer and pins the index, filter and properties in
-//! memory. Data blocks are read with [`ReadAt::read_exact_at`], verified once, and
+//! [`Table::open`] verifies the footer, index, filter and properties and keeps them in
+//! memory. [`Table::open_with`] and [`IndexFilterPlacement::BlockCache`] put the index and
+//! filter in the [`BlockCache`] instead, charged to its capacity, evicted like data blocks
+//! and read (and verified) again when next needed; the open table then holds only a small,
+//! constant amount of memory. Data blocks are read with [`ReadAt::read_exact_at`], verified once, and
 //! shared (decompressed) through an optional [`BlockCache`]. Decoding never panics on malformed input,
 //! whatever the checksums say: every length and offset is bounds-checked.
 //! [`ReadAt`] is implemented for [`std::fs::File`] (`pread`) and for `Vec<u8>` (an
@@ -96,7 +99,7 @@ mod table;
 mod collision_tests;
 
 pub use builder::{TableBuilder, TableSummary, MAX_ENTRY_BYTES};
-pub use cache::BlockCache;
+pub use cache::{BlockCache, BlockKind, CacheCounters};
 pub use compression::{decode_stored_block, is_known_block_type, Compression, MAX_UNCOMPRESSED_BLOCK};
 pub use error::TableError;
 pub use hash::xxh64;
@@ -104,7 +107,7 @@ pub use iter::TableIter;
 pub use options::TableOptions;
 pub use properties::TableProperties;
 pub use read_at::ReadAt;
-pub use table::Table;
+pub use table::{IndexFilterPlacement, Table};
 
 /// Size in bytes of the footer at the end of every table file.
 pub const FOOTER_SIZE: usize = format::FOOTER_LEN;

@@ -58,6 +58,16 @@ pub struct TableProperties {
 }
 
 impl TableProperties {
+    /// Approximate heap bytes held (key bounds and user properties; BTreeMap nodes
+    /// counted as one key and value slot per entry).
+    pub(crate) fn memory_usage(&self) -> usize {
+        let key = |k: &Option<(Vec<u8>, u64)>| k.as_ref().map_or(0, |(user, _)| user.capacity());
+        let slot = std::mem::size_of::<String>() + std::mem::size_of::<Vec<u8>>();
+        let user: usize =
+            self.user.iter().map(|(name, value)| slot + name.capacity() + value.capacity()).sum();
+        key(&self.smallest) + key(&self.largest) + user
+    }
+
     /// The properties block contents.
     pub(crate) fn encode(&self) -> Vec<u8> {
         let mut entries: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();

@@ -1,12 +1,12 @@
-//! An open table: verified footer, pinned index / filter / properties, block loading and
-//! point lookups.
+//! An open table: verified footer and properties, index and filter pinned or in the block
+//! cache, block loading and point lookups.
 
 use std::sync::Arc;
 
 use crate::block::{Block, BlockIter};
 use crate::bloom::BloomFilter;
 use crate::builder::{FILTER_META_NAME, PROPERTIES_META_NAME};
-use crate::cache::BlockCache;
+use crate::cache::{BlockCache, BlockKind, Cached};
 use crate::error::TableError;
 use crate::format::{read_block, BlockHandle, Footer, BLOCK_TRAILER_LEN, FOOTER_LEN};
 use crate::index::IndexBlock;
@@ -15,20 +15,43 @@ use crate::key::split_stored_key;
 use crate::properties::TableProperties;
 use crate::read_at::ReadAt;
 
-/// An open table: footer, index, filter and properties loaded and verified.
+/// Where an open table keeps its index and filter blocks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum IndexFilterPlacement {
+    /// Read at open and held by the table until it is dropped: memory grows with the
+    /// number of open tables (about 2% of their size), but a lookup never rereads them.
+    #[default]
+    Pinned,
+    /// Read and verified at open, then put in the block cache like data blocks: charged
+    /// to its capacity, evicted (after data blocks, see [`BlockCache`]) and read again,
+    /// checksum verified, when next needed. The table itself then holds only its
+    /// footer-derived handles and properties. Without a cache, the same as `Pinned`.
+    BlockCache,
+}
+
+/// How the table holds its index and filter.
+enum MetaBlocks {
+    Pinned { index: Arc<IndexBlock>, filter: Option<BloomFilter> },
+    Cached(Arc<BlockCache>),
+}
+
+/// An open table: footer and properties loaded and verified; index and filter verified at
+/// open, then pinned or left to the block cache (see [`IndexFilterPlacement`]).
 pub struct Table {
     file: Arc<dyn ReadAt>,
     id: u64,
     name: String,
     cache: Option<Arc<BlockCache>>,
     file_size: u64,
-    index: IndexBlock,
-    index_offset: u64,
-    filter: Option<BloomFilter>,
+    meta: MetaBlocks,
+    index_handle: BlockHandle,
+    filter_handle: Option<BlockHandle>,
+    /// Where the filter block must end (the metaindex block's offset).
+    filter_limit: u64,
     properties: TableProperties,
     /// End of the data region: every data block (with trailer) must end at or before it.
     data_end: u64,
-    /// Shared placeholder for iterators that have no data block loaded.
+    /// Shared placeholder for iterators that have no block loaded.
     empty_block: Arc<Block>,
 }
 
@@ -39,7 +62,8 @@ pub(crate) struct MetaHandles {
 }
 
 impl Table {
-    /// Opens a table. `table_id` must be unique per file (block cache key); `name` is for errors.
+    /// Opens a table with its index and filter pinned ([`IndexFilterPlacement::Pinned`]).
+    /// `table_id` must be unique per file (block cache key); `name` is for errors.
     ///
     /// Reads and verifies the footer, metaindex, properties, filter and index blocks.
     /// Beyond checksums it requires the layout the builder writes: the index block ends
@@ -51,12 +75,22 @@ impl Table {
         name: String,
         cache: Option<Arc<BlockCache>>,
     ) -> Result<Arc<Table>, TableError> {
+        Table::open_with(file, table_id, name, cache, IndexFilterPlacement::Pinned)
+    }
+
+    /// [`Table::open`] with the index and filter kept as `placement` says. With
+    /// [`IndexFilterPlacement::BlockCache`] (and a cache) they are still read and verified
+    /// here, then inserted into the cache instead of being kept by the table.
+    pub fn open_with(
+        file: Arc<dyn ReadAt>,
+        table_id: u64,
+        name: String,
+        cache: Option<Arc<BlockCache>>,
+        placement: IndexFilterPlacement,
+    ) -> Result<Arc<Table>, TableError> {
         let file_size = file.size().map_err(|e| TableError::read_error(&name, 0, e))?;
         let footer = read_footer(&*file, &name, file_size)?;
-        let index_bytes = read_block(&*file, &name, footer.index, file_size)?;
-        let index = Block::new(index_bytes)
-            .and_then(IndexBlock::new)
-            .map_err(|r| TableError::corruption(&name, footer.index.offset, r))?;
+        let index = read_index(&*file, &name, footer.index, file_size)?;
         let meta = read_metaindex(&*file, &name, footer)?;
         let meta_start = footer.metaindex.offset;
         let props_bytes = read_block(&*file, &name, meta.properties, meta_start)?;
@@ -64,12 +98,7 @@ impl Table {
         let props_block = Block::new(props_bytes).map_err(props_corrupt)?;
         let properties = TableProperties::decode(&props_block).map_err(|r| props_corrupt(&r))?;
         let filter = match meta.filter {
-            Some(handle) => {
-                let bytes = read_block(&*file, &name, handle, meta_start)?;
-                let f = BloomFilter::decode(bytes)
-                    .map_err(|r| TableError::corruption(&name, handle.offset, r))?;
-                Some(f)
-            }
+            Some(handle) => Some(read_filter(&*file, &name, handle, meta_start)?),
             None => None,
         };
         let data_end = meta.filter.map_or(meta.properties.offset, |f| f.offset.min(meta.properties.offset));
@@ -83,34 +112,62 @@ impl Table {
             let reason = "properties disagree with the file layout";
             return Err(TableError::corruption(&name, meta.properties.offset, reason));
         }
+        let meta_blocks = match (&cache, placement) {
+            (Some(cache), IndexFilterPlacement::BlockCache) => {
+                // Verified above; cached now, since it is read anyway.
+                cache.insert(table_id, footer.index.offset, Cached::Index(Arc::new(index)));
+                if let (Some(handle), Some(filter)) = (meta.filter, filter) {
+                    cache.insert(table_id, handle.offset, Cached::Filter(Arc::new(filter)));
+                }
+                MetaBlocks::Cached(Arc::clone(cache))
+            }
+            _ => MetaBlocks::Pinned { index: Arc::new(index), filter },
+        };
         Ok(Arc::new(Table {
             file,
             id: table_id,
             name,
             cache,
             file_size,
-            index,
-            index_offset: footer.index.offset,
-            filter,
+            meta: meta_blocks,
+            index_handle: footer.index,
+            filter_handle: meta.filter,
+            filter_limit: meta_start,
             properties,
             data_end,
             empty_block: Arc::new(Block::empty()),
         }))
     }
 
-    /// Bloom check: false means the user key is certainly absent.
-    pub fn may_contain(&self, user_key: &[u8]) -> bool {
-        self.filter.as_ref().is_none_or(|f| f.may_contain(user_key))
+    /// Bloom check: `Ok(false)` means the user key is certainly absent. Errs only when
+    /// the filter has to be read again (it is in the block cache and was evicted) and
+    /// that fails.
+    pub fn may_contain(&self, user_key: &[u8]) -> Result<bool, TableError> {
+        match &self.meta {
+            MetaBlocks::Pinned { filter, .. } => Ok(filter.as_ref().is_none_or(|f| f.may_contain(user_key))),
+            MetaBlocks::Cached(cache) => match self.filter_handle {
+                Some(handle) => Ok(self.cached_filter(cache, handle)?.may_contain(user_key)),
+                None => Ok(true),
+            },
+        }
     }
 
     /// First entry at or after (`user_key`, `max_trailer`) *if* its user key equals `user_key`:
     /// i.e. the newest version whose trailer is <= `max_trailer`. Consults the bloom filter.
     pub fn get(&self, user_key: &[u8], max_trailer: u64) -> Result<Option<(u64, Vec<u8>)>, TableError> {
-        if !self.may_contain(user_key) {
+        if !self.may_contain(user_key)? {
             return Ok(None);
         }
-        let mut index = BlockIter::new(self.index.block().as_ref(), true);
-        self.index.seek(&mut index, user_key, max_trailer);
+        let loaded;
+        let index_block: &IndexBlock = match &self.meta {
+            MetaBlocks::Pinned { index, .. } => index,
+            MetaBlocks::Cached(cache) => {
+                loaded = self.cached_index(cache)?;
+                &loaded
+            }
+        };
+        let mut index = BlockIter::new(index_block.block().as_ref(), true);
+        index_block.seek(&mut index, user_key, max_trailer);
         loop {
             if index.is_corrupt() {
                 return Err(self.index_corruption());
@@ -148,9 +205,27 @@ impl Table {
         self.properties.entry_count
     }
 
-    /// Bytes of index and filter held in memory for this table.
+    /// Heap bytes this open table holds outside the block cache: the table itself (name,
+    /// properties, handles), plus its index and filter when they are pinned.
     pub fn pinned_memory_bytes(&self) -> usize {
-        self.index.memory_usage() + self.filter.as_ref().map_or(0, BloomFilter::memory_usage)
+        let fixed = std::mem::size_of::<Table>()
+            + self.name.capacity()
+            + self.properties.memory_usage()
+            + self.empty_block.memory_usage();
+        match &self.meta {
+            MetaBlocks::Pinned { index, filter } => {
+                fixed + index.memory_usage() + filter.as_ref().map_or(0, BloomFilter::memory_usage)
+            }
+            MetaBlocks::Cached(_) => fixed,
+        }
+    }
+
+    /// Where the table keeps its index and filter.
+    pub fn index_filter_placement(&self) -> IndexFilterPlacement {
+        match self.meta {
+            MetaBlocks::Pinned { .. } => IndexFilterPlacement::Pinned,
+            MetaBlocks::Cached(_) => IndexFilterPlacement::BlockCache,
+        }
     }
 
     /// A new iterator (unpositioned).
@@ -191,11 +266,42 @@ impl Table {
 
     /// Whether the table has a bloom filter.
     pub fn has_filter(&self) -> bool {
-        self.filter.is_some()
+        self.filter_handle.is_some()
     }
 
-    pub(crate) fn index(&self) -> &IndexBlock {
-        &self.index
+    /// The pinned index, if the table pins it.
+    pub(crate) fn pinned_index(&self) -> Option<&Arc<IndexBlock>> {
+        match &self.meta {
+            MetaBlocks::Pinned { index, .. } => Some(index),
+            MetaBlocks::Cached(_) => None,
+        }
+    }
+
+    /// The index: pinned, or from the block cache, or read again (verified) and cached.
+    pub(crate) fn index(&self) -> Result<Arc<IndexBlock>, TableError> {
+        match &self.meta {
+            MetaBlocks::Pinned { index, .. } => Ok(Arc::clone(index)),
+            MetaBlocks::Cached(cache) => self.cached_index(cache),
+        }
+    }
+
+    fn cached_index(&self, cache: &BlockCache) -> Result<Arc<IndexBlock>, TableError> {
+        let offset = self.index_handle.offset;
+        if let Some(Cached::Index(index)) = cache.lookup(self.id, offset, BlockKind::Index) {
+            return Ok(index);
+        }
+        let index = Arc::new(read_index(&*self.file, &self.name, self.index_handle, self.file_size)?);
+        cache.insert(self.id, offset, Cached::Index(Arc::clone(&index)));
+        Ok(index)
+    }
+
+    fn cached_filter(&self, cache: &BlockCache, handle: BlockHandle) -> Result<Arc<BloomFilter>, TableError> {
+        if let Some(Cached::Filter(filter)) = cache.lookup(self.id, handle.offset, BlockKind::Filter) {
+            return Ok(filter);
+        }
+        let filter = Arc::new(read_filter(&*self.file, &self.name, handle, self.filter_limit)?);
+        cache.insert(self.id, handle.offset, Cached::Filter(Arc::clone(&filter)));
+        Ok(filter)
     }
 
     pub(crate) fn empty_block(&self) -> &Arc<Block> {
@@ -204,12 +310,13 @@ impl Table {
 
     /// Decodes an index entry's value.
     pub(crate) fn decode_handle(&self, value: &[u8]) -> Result<BlockHandle, TableError> {
-        BlockHandle::decode(value)
-            .ok_or_else(|| TableError::corruption(&self.name, self.index_offset, "bad block handle in index"))
+        BlockHandle::decode(value).ok_or_else(|| {
+            TableError::corruption(&self.name, self.index_handle.offset, "bad block handle in index")
+        })
     }
 
     pub(crate) fn index_corruption(&self) -> TableError {
-        TableError::corruption(&self.name, self.index_offset, "malformed index block")
+        TableError::corruption(&self.name, self.index_handle.offset, "malformed index block")
     }
 
     pub(crate) fn data_corruption(&self, offset: u64) -> TableError {
@@ -219,7 +326,7 @@ impl Table {
     /// The data block at `handle`, from the cache or read, verified, decoded and cached.
     pub(crate) fn load_block(&self, handle: BlockHandle) -> Result<Arc<Block>, TableError> {
         if let Some(cache) = &self.cache {
-            if let Some(block) = cache.lookup(self.id, handle.offset) {
+            if let Some(block) = cache.lookup_data(self.id, handle.offset) {
                 return Ok(block);
             }
         }
@@ -227,10 +334,32 @@ impl Table {
         let block = Block::new(bytes).map_err(|r| TableError::corruption(&self.name, handle.offset, r))?;
         let block = Arc::new(block);
         if let Some(cache) = &self.cache {
-            cache.insert(self.id, handle.offset, Arc::clone(&block));
+            cache.insert(self.id, handle.offset, Cached::Data(Arc::clone(&block)));
         }
         Ok(block)
     }
+}
+
+/// Reads, verifies and decodes the index block.
+fn read_index(
+    file: &dyn ReadAt,
+    name: &str,
+    handle: BlockHandle,
+    limit: u64,
+) -> Result<IndexBlock, TableError> {
+    let bytes = read_block(file, name, handle, limit)?;
+    Block::new(bytes).and_then(IndexBlock::new).map_err(|r| TableError::corruption(name, handle.offset, r))
+}
+
+/// Reads, verifies and decodes the filter block.
+fn read_filter(
+    file: &dyn ReadAt,
+    name: &str,
+    handle: BlockHandle,
+    limit: u64,
+) -> Result<BloomFilter, TableError> {
+    let bytes = read_block(file, name, handle, limit)?;
+    BloomFilter::decode(bytes).map_err(|r| TableError::corruption(name, handle.offset, r))
 }
 
 impl std::fmt::Debug for Table {

@@ -12,7 +12,7 @@ use crate::stats::Counters;
 use crate::table_cache::TableCache;
 use crate::version::{FileDesc, TableFile, VersionEdit, EARLIEST_EXPIRY_PROPERTY};
 use crate::{Error, Result};
-use stampkv_sstable::{BlockCache, Compression, TableBuilder, TableOptions};
+use stampkv_sstable::{BlockCache, Compression, IndexFilterPlacement, TableBuilder, TableOptions};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -82,7 +82,8 @@ pub(crate) struct TableEnv {
 impl TableEnv {
     /// The environment for tables of `dir`: compressed as `compression_per_level` says
     /// (see [`crate::Options::compression_per_level`]), with a block cache of
-    /// `block_cache_bytes` and at most `max_open_files` tables open.
+    /// `block_cache_bytes` and at most `max_open_files` tables open (their index and filter
+    /// blocks in that cache if `cache_index_and_filter_blocks`).
     pub fn new(
         fs: Arc<dyn Fs>,
         dir: &std::path::Path,
@@ -90,9 +91,16 @@ impl TableEnv {
         compression_per_level: Vec<Compression>,
         block_cache_bytes: usize,
         max_open_files: usize,
+        cache_index_and_filter_blocks: bool,
     ) -> Self {
         let cache = Arc::new(BlockCache::new(block_cache_bytes));
-        let table_cache = Arc::new(TableCache::new(fs.clone(), dir, cache.clone(), max_open_files));
+        let placement = if cache_index_and_filter_blocks {
+            IndexFilterPlacement::BlockCache
+        } else {
+            IndexFilterPlacement::Pinned
+        };
+        let table_cache =
+            Arc::new(TableCache::new(fs.clone(), dir, cache.clone(), max_open_files, placement));
         TableEnv { fs, dir: dir.to_path_buf(), options, compression_per_level, cache, table_cache }
     }
 

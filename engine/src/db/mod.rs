@@ -452,6 +452,9 @@ impl DbInner {
         stats.immutable_memtables = state.imms.len();
         stats.block_cache_bytes = self.block_cache.usage_bytes() as u64;
         stats.block_cache_hits_misses = self.block_cache.hit_stats();
+        let counters = self.block_cache.counters();
+        stats.block_cache_index_filter_hits_misses =
+            (counters.index_hits + counters.filter_hits, counters.index_misses + counters.filter_misses);
         stats.visible_sequence = self.visible_seq.load(Ordering::Acquire);
         stats.wal_bytes_on_disk = self
             .wal_segments

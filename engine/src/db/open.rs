@@ -55,6 +55,7 @@ pub(crate) fn open(fs: Arc<dyn Fs>, dir: &Path, options: Options) -> Result<DbIn
         options.compression_per_level.clone(),
         options.block_cache_bytes,
         options.max_open_files,
+        options.cache_index_and_filter_blocks,
     );
     let mut levels: [Vec<Arc<TableFile>>; NUM_LEVELS] = Default::default();
     for (level_files, files) in levels.iter_mut().zip(state.levels.iter()) {

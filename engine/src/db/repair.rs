@@ -416,6 +416,7 @@ impl Salvage<'_> {
             options.compression_per_level.clone(),
             1 << 20,
             options.max_open_files,
+            options.cache_index_and_filter_blocks,
         );
         let mut sources: Vec<Box<dyn Iterator<Item = Result<TableEntry>> + '_>> = Vec::new();
         for table in tables {

@@ -6,8 +6,9 @@
 //!   seeks and gets never panic and always end.
 //! - 1, damaged: entries from the input (shared prefixes, many versions per key, trailers up
 //!   to `u64::MAX`, empty and multi-block values, random or repeating so that they compress)
-//!   are built into a table with tiny blocks and restart intervals (bloom filter, block
-//!   cache and LZ4 block compression or not), then damaged in place
+//!   are built into a table with tiny blocks and restart intervals (bloom filter, LZ4 block
+//!   compression or not; a tiny block cache holding the index and filter too, or none),
+//!   then damaged in place
 //!   (byte changes, zeroed ranges, a block copied over another, truncation). Every read —
 //!   open, forward and reverse scans, gets, seeks with `next`/`prev` from there — returns
 //!   an error (`Corruption`) or exactly what the original table holds: never another entry
@@ -21,7 +22,8 @@
 use crate::util::{filler, hex, SplitMix64};
 use arbitrary::{Arbitrary, Unstructured};
 use stampkv_sstable::{
-    BlockCache, Compression, ReadAt, Table, TableBuilder, TableError, TableIter, TableOptions,
+    BlockCache, Compression, IndexFilterPlacement, ReadAt, Table, TableBuilder, TableError, TableIter,
+    TableOptions,
 };
 use std::cmp::{Ordering, Reverse};
 use std::collections::BTreeSet;
@@ -52,10 +54,12 @@ fn order(a_key: &[u8], a_trailer: u64, b_key: &[u8], b_trailer: u64) -> Ordering
     a_key.cmp(b_key).then(b_trailer.cmp(&a_trailer))
 }
 
+/// Opens a table; with `cache`, its index and filter go through a block cache small enough
+/// that data blocks evict them (or that they never fit), so reads reload and re-decode them.
 fn open(bytes: Vec<u8>, cache: bool) -> Result<Arc<Table>, TableError> {
     let file: Arc<dyn ReadAt> = Arc::new(bytes);
-    let cache = cache.then(|| Arc::new(BlockCache::new(16 << 10)));
-    Table::open(file, 7, "fuzz.sst".into(), cache)
+    let cache = cache.then(|| Arc::new(BlockCache::new(4 << 10)));
+    Table::open_with(file, 7, "fuzz.sst".into(), cache, IndexFilterPlacement::BlockCache)
 }
 
 fn current(it: &TableIter) -> Option<Entry> {

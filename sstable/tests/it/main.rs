@@ -11,6 +11,7 @@
 
 mod builder;
 mod cache;
+mod cached_index;
 mod common;
 mod compression;
 mod corruption;

@@ -1,0 +1,285 @@
+//! Index and filter blocks in the block cache (`IndexFilterPlacement::BlockCache`): reads
+//! stay correct while a tiny cache evicts and reloads them, the cache never exceeds its
+//! budget, damage found on a reload is corruption, and concurrent readers agree.
+
+use std::io;
+use std::sync::{Arc, RwLock};
+use std::thread;
+
+use stampkv_sstable::{
+    BlockCache, BlockKind, IndexFilterPlacement, ReadAt, Table, TableError, TableOptions, FOOTER_SIZE,
+};
+
+use crate::common::{build, Entry, Rng};
+
+/// A table image that a test can damage while the table is open.
+struct Mutable(RwLock<Vec<u8>>);
+
+impl ReadAt for Mutable {
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        let bytes = self.0.read().unwrap();
+        let start = offset as usize;
+        let src = bytes.get(start..start + buf.len()).ok_or(io::ErrorKind::UnexpectedEof)?;
+        buf.copy_from_slice(src);
+        Ok(())
+    }
+
+    fn size(&self) -> io::Result<u64> {
+        Ok(self.0.read().unwrap().len() as u64)
+    }
+}
+
+/// Entries of table `t`: 16-byte keys `t{t:03}-key-{i:06}` (every third `i`), 40-byte values.
+fn entries(t: usize, n: usize) -> Vec<Entry> {
+    (0..n)
+        .map(|i| {
+            let key = format!("t{t:03}-key-{:06}", i * 3).into_bytes();
+            (key, 10 + i as u64, format!("value {t} {i} ").repeat(8).into_bytes()[..40].to_vec())
+        })
+        .collect()
+}
+
+fn small_blocks() -> TableOptions {
+    TableOptions { block_size: 256, restart_interval: 4, ..TableOptions::default() }
+}
+
+fn open_cached(file: Arc<dyn ReadAt>, id: u64, cache: &Arc<BlockCache>) -> Arc<Table> {
+    let name = format!("table-{id}.sst");
+    Table::open_with(file, id, name, Some(cache.clone()), IndexFilterPlacement::BlockCache).unwrap()
+}
+
+#[test]
+fn many_tables_in_a_tiny_cache_read_correctly_within_the_budget() {
+    const TABLES: usize = 24;
+    let capacity = 24 << 10;
+    let cache = Arc::new(BlockCache::new(capacity));
+    let mut tables = Vec::new();
+    let mut all = Vec::new();
+    for t in 0..TABLES {
+        let entries = entries(t, 150);
+        let file: Arc<dyn ReadAt> = Arc::new(build(&entries, small_blocks()));
+        let table = open_cached(file, t as u64 + 1, &cache);
+        assert_eq!(table.index_filter_placement(), IndexFilterPlacement::BlockCache);
+        assert!(cache.usage_bytes() <= capacity);
+        tables.push(table);
+        all.push(entries);
+    }
+    // An open table pins only its properties and handles: far less than its index.
+    let pinned = tables[0].pinned_memory_bytes() as u64;
+    assert!(pinned < 1024 && pinned < tables[0].properties().index_bytes, "{pinned} bytes pinned");
+    let pinned_open = open_pinned(&all[0]);
+    assert!(pinned_open.pinned_memory_bytes() as u64 > pinned + tables[0].properties().index_bytes - 5);
+
+    let mut rng = Rng::new(7);
+    for step in 0..3000 {
+        let t = rng.index(TABLES);
+        let (table, entries) = (&tables[t], &all[t]);
+        let i = rng.index(entries.len());
+        let (user, trailer, value) = &entries[i];
+        match step % 10 {
+            0..=5 => assert_eq!(table.get(user, *trailer).unwrap(), Some((*trailer, value.clone()))),
+            6 | 7 => {
+                // Absent keys: between two present ones, and past the table's range.
+                let absent = format!("t{t:03}-key-{:06}", i * 3 + 1).into_bytes();
+                assert_eq!(table.get(&absent, u64::MAX).unwrap(), None);
+                assert_eq!(table.get(b"zzz", u64::MAX).unwrap(), None);
+            }
+            8 => {
+                let mut it = table.iter();
+                it.seek(user, *trailer).unwrap();
+                for (u, tr, v) in entries[i..].iter().take(20) {
+                    assert!(it.valid());
+                    assert_eq!((it.user_key(), it.trailer(), it.value()), (&u[..], *tr, &v[..]));
+                    it.next().unwrap();
+                }
+            }
+            _ => {
+                let mut it = table.iter();
+                it.seek_to_last().unwrap();
+                for (u, _, _) in entries.iter().rev().take(10) {
+                    assert_eq!(it.user_key(), &u[..]);
+                    it.prev().unwrap();
+                }
+            }
+        }
+        assert!(cache.usage_bytes() <= capacity, "step {step}: {} > {capacity}", cache.usage_bytes());
+    }
+    let counters = cache.counters();
+    // Everything was cached at open: every miss is a reload after an eviction.
+    assert!(counters.index_misses > TABLES as u64, "{counters:?}");
+    assert!(counters.filter_misses > TABLES as u64, "{counters:?}");
+    assert!(counters.index_hits > 0 && counters.filter_hits > 0 && counters.data_misses > 0, "{counters:?}");
+    assert!(cache.entry_count_of(BlockKind::Index) < TABLES, "no index was evicted");
+    assert!(cache.entry_count_of(BlockKind::Data) > 0);
+}
+
+fn open_pinned(entries: &[Entry]) -> Arc<Table> {
+    let file: Arc<dyn ReadAt> = Arc::new(build(entries, small_blocks()));
+    Table::open(file, 99, "pinned.sst".into(), None).unwrap()
+}
+
+#[test]
+fn index_and_filter_outrank_data_blocks() {
+    // One table's index and filter, then a flood of another table's data blocks: the
+    // metadata survives longer than data blocks inserted after it.
+    let cache = Arc::new(BlockCache::new(32 << 10));
+    let first = entries(0, 150);
+    let table = open_cached(Arc::new(build(&first, small_blocks())), 1, &cache);
+    let other = entries(1, 2000);
+    let flood = open_cached(Arc::new(build(&other, small_blocks())), 2, &cache);
+    let before = cache.counters();
+    assert!(table.get(&first[0].0, first[0].1).unwrap().is_some());
+    // Read just enough of the other table to fill the cache once (not three times).
+    let mut it = flood.iter();
+    it.seek_to_first().unwrap();
+    for _ in 0..300 {
+        it.next().unwrap();
+    }
+    assert!(table.get(&first[1].0, first[1].1).unwrap().is_some());
+    let after = cache.counters();
+    assert_eq!(after.index_misses, before.index_misses, "the index was evicted before data blocks");
+    assert_eq!(after.filter_misses, before.filter_misses, "the filter was evicted before data blocks");
+    assert!(after.data_misses > before.data_misses + 20, "{after:?}");
+}
+
+/// A table built from `entries` in a mutable file, opened with a cache, and its blocks' offsets.
+struct Victim {
+    file: Arc<Mutable>,
+    table: Arc<Table>,
+    index_offset: u64,
+    filter_offset: u64,
+}
+
+fn victim(entries: &[Entry], cache: &Arc<BlockCache>) -> Victim {
+    let bytes = build(entries, small_blocks());
+    let file = Arc::new(Mutable(RwLock::new(bytes)));
+    let table = open_cached(file.clone(), 1, cache);
+    let p = table.properties();
+    let index_offset = table.file_size() - FOOTER_SIZE as u64 - p.index_bytes;
+    let filter_offset = p.data_bytes; // the filter is the first block after the data region
+    Victim { file, table, index_offset, filter_offset }
+}
+
+/// Reads enough of an unrelated table (in a 16 KiB cache) to evict every block of table 1.
+fn flood(cache: &Arc<BlockCache>) {
+    let other = entries(9, 3000);
+    let table = open_cached(Arc::new(build(&other, small_blocks())), 2, cache);
+    for _ in 0..4 {
+        let mut it = table.iter();
+        it.seek_to_first().unwrap();
+        while it.valid() {
+            it.next().unwrap();
+        }
+    }
+    // The flooding table's index (over 16 KiB) never fits, and scans never look up its
+    // filter: no index or filter is left at all.
+    assert!(table.properties().index_bytes > 16 << 10);
+    assert_eq!(cache.entry_count_of(BlockKind::Index), 0, "an index survived the flood");
+    assert_eq!(cache.entry_count_of(BlockKind::Filter), 0, "a filter survived the flood");
+}
+
+fn assert_corruption_at(result: Result<impl std::fmt::Debug, TableError>, offset: u64) {
+    match result {
+        Err(TableError::Corruption { file, offset: at, .. }) => {
+            assert_eq!((file.as_str(), at), ("table-1.sst", offset));
+        }
+        other => panic!("expected corruption at offset {offset}, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_damaged_index_is_corruption_when_reloaded() {
+    let cache = Arc::new(BlockCache::new(16 << 10));
+    let entries = entries(0, 150);
+    let v = victim(&entries, &cache);
+    let (user, trailer, value) = &entries[70];
+    assert_eq!(v.table.get(user, *trailer).unwrap(), Some((*trailer, value.clone())));
+    // Damage a byte in the middle of the index block: the cached copy still serves reads.
+    v.file.0.write().unwrap()[v.index_offset as usize + 20] ^= 0x10;
+    assert_eq!(v.table.get(user, *trailer).unwrap(), Some((*trailer, value.clone())));
+    flood(&cache);
+    let misses = cache.counters().index_misses;
+    assert_corruption_at(v.table.get(user, *trailer), v.index_offset);
+    assert_corruption_at(v.table.iter().seek_to_first(), v.index_offset);
+    let mut it = v.table.iter();
+    assert_corruption_at(it.seek(user, *trailer), v.index_offset);
+    assert!(!it.valid());
+    // Nothing damaged was cached: every read tried (and failed) to reload it.
+    assert_eq!(cache.counters().index_misses, misses + 3);
+    // Undo the damage: the table reads again.
+    v.file.0.write().unwrap()[v.index_offset as usize + 20] ^= 0x10;
+    assert_eq!(v.table.get(user, *trailer).unwrap(), Some((*trailer, value.clone())));
+}
+
+#[test]
+fn a_damaged_filter_is_corruption_when_reloaded() {
+    let cache = Arc::new(BlockCache::new(16 << 10));
+    let entries = entries(0, 150);
+    let v = victim(&entries, &cache);
+    let (user, trailer, _) = &entries[3];
+    v.file.0.write().unwrap()[v.filter_offset as usize + 7] ^= 0x01;
+    flood(&cache);
+    assert_corruption_at(v.table.get(user, *trailer), v.filter_offset);
+    assert_corruption_at(v.table.may_contain(b"t000-key-000001"), v.filter_offset);
+    // Scans do not use the filter.
+    let mut it = v.table.iter();
+    it.seek_to_first().unwrap();
+    assert_eq!(it.user_key(), &entries[0].0[..]);
+}
+
+#[test]
+fn a_damaged_trailer_or_truncation_is_corruption_when_reloaded() {
+    let cache = Arc::new(BlockCache::new(16 << 10));
+    let entries = entries(0, 150);
+    let v = victim(&entries, &cache);
+    let (user, trailer, _) = &entries[100];
+    let index_end = v.table.file_size() - FOOTER_SIZE as u64;
+    // The checksum byte of the index block's trailer.
+    v.file.0.write().unwrap()[index_end as usize - 1] ^= 0xFF;
+    flood(&cache);
+    assert_corruption_at(v.table.get(user, *trailer), v.index_offset);
+    // A file cut short under the open table: a read error, never a panic or wrong data.
+    v.file.0.write().unwrap().truncate(v.index_offset as usize + 8);
+    assert!(v.table.get(user, *trailer).is_err());
+}
+
+#[test]
+fn concurrent_readers_share_reloaded_blocks() {
+    let cache = Arc::new(BlockCache::new(20 << 10)); // small: constant eviction
+    let all: Arc<Vec<Vec<Entry>>> = Arc::new((0..6).map(|t| entries(t, 300)).collect());
+    let tables: Arc<Vec<Arc<Table>>> = Arc::new(
+        all.iter()
+            .enumerate()
+            .map(|(t, e)| open_cached(Arc::new(build(e, small_blocks())), t as u64 + 1, &cache))
+            .collect(),
+    );
+    let workers: Vec<_> = (0..4u64)
+        .map(|w| {
+            let (tables, all, cache) = (tables.clone(), all.clone(), cache.clone());
+            thread::spawn(move || {
+                let mut rng = Rng::new(w);
+                for _ in 0..1500 {
+                    let t = rng.index(tables.len());
+                    let (user, trailer, value) = &all[t][rng.index(all[t].len())];
+                    assert_eq!(tables[t].get(user, *trailer).unwrap(), Some((*trailer, value.clone())));
+                    assert!(cache.usage_bytes() <= 20 << 10);
+                }
+                let t = w as usize % tables.len();
+                let mut it = tables[t].iter();
+                it.seek_to_first().unwrap();
+                let mut n = 0;
+                while it.valid() {
+                    assert_eq!(it.user_key(), &all[t][n].0[..]);
+                    n += 1;
+                    it.next().unwrap();
+                }
+                assert_eq!(n, all[t].len());
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().unwrap();
+    }
+    let counters = cache.counters();
+    assert!(counters.index_misses > 0 && counters.filter_misses > 0, "{counters:?}");
+}
