@@ -134,6 +134,12 @@ impl TableIter {
         split_stored_key(self.data.key()).map_or(0, |(_, trailer)| trailer)
     }
 
+    /// The current entry's user key and trailer (empty and 0 unless `valid()`).
+    #[inline]
+    pub fn key(&self) -> (&[u8], u64) {
+        split_stored_key(self.data.key()).unwrap_or((&[], 0))
+    }
+
     /// The current entry's value (empty unless `valid()`).
     #[inline]
     pub fn value(&self) -> &[u8] {

@@ -269,17 +269,17 @@ impl DbIter {
     /// The next live entry going forward.
     fn step_forward(&mut self, iter: &mut MergingIter) -> Result<Option<Entry>> {
         while iter.valid() {
-            if self.above_upper(iter.user_key()) {
+            let (user_key, trailer) = iter.key();
+            if self.above_upper(user_key) {
                 return Ok(None);
             }
-            if key::trailer_seq(iter.trailer()) > self.seq {
+            if key::trailer_seq(trailer) > self.seq {
                 iter.next()?;
                 continue;
             }
-            let trailer = iter.trailer();
+            let user_key = user_key.to_vec();
             let visible = decode_visible(trailer, iter.value(), self.now_ms)?;
             let visible = visible.map(|(value, expires_at_ms)| (value.to_vec(), expires_at_ms));
-            let user_key = iter.user_key().to_vec();
             // Skip the older versions of this key.
             iter.next()?;
             while iter.valid() && iter.user_key() == user_key.as_slice() {
@@ -347,7 +347,14 @@ impl DbIter {
         match step {
             Ok(Some(entry)) => {
                 let last = if from_front { &mut self.front_last } else { &mut self.back_last };
-                *last = Some(entry.key.clone());
+                // Reuses the buffer: no allocation per entry once it is large enough.
+                match last {
+                    Some(buf) => {
+                        buf.clear();
+                        buf.extend_from_slice(&entry.key);
+                    }
+                    None => *last = Some(entry.key.clone()),
+                }
                 Some(Ok(entry))
             }
             Ok(None) => {

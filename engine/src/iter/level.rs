@@ -146,4 +146,7 @@ impl InternalIterator for LevelIter {
     fn value(&self) -> &[u8] {
         self.source().value()
     }
+    fn key(&self) -> (&[u8], u64) {
+        self.source().key()
+    }
 }

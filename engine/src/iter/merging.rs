@@ -1,8 +1,11 @@
 //! Merges several internal iterators into one ordered stream.
 //!
 //! Children are few (memtables, level-0 files, one per deeper level), so the smallest or
-//! largest child is found by a linear scan, as LevelDB's MergingIterator does. Changing
-//! direction repositions every other child just past the current key.
+//! largest child is found by a linear scan, as LevelDB's MergingIterator does. The scan
+//! also remembers the runner-up (the best of the other children): a step moves only the
+//! current child, so while it stays ahead of the runner-up, one comparison (none if it is
+//! the only valid child) decides the next position, and a long run from one child costs
+//! no scan. Changing direction repositions every other child just past the current key.
 
 #![allow(
     clippy::expect_used,
@@ -25,38 +28,80 @@ enum Direction {
 pub struct MergingIter {
     children: Vec<Box<dyn InternalIterator>>,
     current: Option<usize>,
+    /// The best valid child other than `current` in `direction` (`None`: there is none),
+    /// as of the last scan; only `current` has moved since.
+    runner_up: Option<usize>,
     direction: Direction,
 }
 
 impl MergingIter {
     /// Merges `children`.
     pub fn new(children: Vec<Box<dyn InternalIterator>>) -> Self {
-        MergingIter { children, current: None, direction: Direction::Forward }
+        MergingIter { children, current: None, runner_up: None, direction: Direction::Forward }
     }
 
     fn child_cmp(&self, a: usize, b: usize) -> Ordering {
-        let (x, y) = (&self.children[a], &self.children[b]);
-        key::compare(x.user_key(), x.trailer(), y.user_key(), y.trailer())
+        let ((x_key, x_trailer), (y_key, y_trailer)) = (self.children[a].key(), self.children[b].key());
+        key::compare(x_key, x_trailer, y_key, y_trailer)
+    }
+
+    /// Whether child `a` comes before child `b` in `direction` (ties go to the lower
+    /// index, which the scans below visit first).
+    fn ahead(&self, a: usize, b: usize) -> bool {
+        let wanted = match self.direction {
+            Direction::Forward => Ordering::Less,
+            Direction::Reverse => Ordering::Greater,
+        };
+        self.child_cmp(a, b) == wanted
+    }
+
+    /// Finds the first valid child in `direction` (the smallest going forward, the largest
+    /// in reverse), and the runner-up.
+    fn find_best(&mut self) {
+        let mut best: Option<usize> = None;
+        let mut second: Option<usize> = None;
+        for i in 0..self.children.len() {
+            if !self.children[i].valid() {
+                continue;
+            }
+            match best {
+                Some(b) if !self.ahead(i, b) => {
+                    if second.is_none_or(|s| self.ahead(i, s)) {
+                        second = Some(i);
+                    }
+                }
+                _ => {
+                    second = best;
+                    best = Some(i);
+                }
+            }
+        }
+        self.current = best;
+        self.runner_up = second;
+    }
+
+    /// After the current child moved: the new best child. The other children have not
+    /// moved, so the runner-up is still the best of them; the current child stays best
+    /// while it is strictly ahead of it (a tie goes to the lower index, so rescan).
+    fn after_step(&mut self, moved: usize) {
+        if self.children[moved].valid() {
+            match self.runner_up {
+                None => return,
+                Some(r) if self.ahead(moved, r) => return,
+                Some(_) => {}
+            }
+        }
+        self.find_best();
     }
 
     fn find_smallest(&mut self) {
-        let mut best: Option<usize> = None;
-        for i in 0..self.children.len() {
-            if self.children[i].valid() && best.is_none_or(|b| self.child_cmp(i, b) == Ordering::Less) {
-                best = Some(i);
-            }
-        }
-        self.current = best;
+        self.direction = Direction::Forward;
+        self.find_best();
     }
 
     fn find_largest(&mut self) {
-        let mut best: Option<usize> = None;
-        for i in 0..self.children.len() {
-            if self.children[i].valid() && best.is_none_or(|b| self.child_cmp(i, b) == Ordering::Greater) {
-                best = Some(i);
-            }
-        }
-        self.current = best;
+        self.direction = Direction::Reverse;
+        self.find_best();
     }
 
     fn current_child(&self) -> &dyn InternalIterator {
@@ -140,21 +185,33 @@ impl InternalIterator for MergingIter {
         Ok(())
     }
     fn next(&mut self) -> Result<()> {
-        if self.direction == Direction::Reverse {
+        let switched = self.direction == Direction::Reverse;
+        if switched {
             self.switch_to_forward()?;
         }
         let current = self.current.expect("next on an invalid merging iterator");
         self.children[current].next()?;
-        self.find_smallest();
+        if switched {
+            // Every other child moved: the runner-up is stale.
+            self.find_best();
+        } else {
+            self.after_step(current);
+        }
         Ok(())
     }
     fn prev(&mut self) -> Result<()> {
-        if self.direction == Direction::Forward {
+        let switched = self.direction == Direction::Forward;
+        if switched {
             self.switch_to_reverse()?;
         }
         let current = self.current.expect("prev on an invalid merging iterator");
         self.children[current].prev()?;
-        self.find_largest();
+        if switched {
+            // Every other child moved: the runner-up is stale.
+            self.find_best();
+        } else {
+            self.after_step(current);
+        }
         Ok(())
     }
     fn user_key(&self) -> &[u8] {
@@ -165,5 +222,140 @@ impl InternalIterator for MergingIter {
     }
     fn value(&self) -> &[u8] {
         self.current_child().value()
+    }
+    fn key(&self) -> (&[u8], u64) {
+        self.current_child().key()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use stampkv_testkit::SplitMix64;
+
+    /// A sorted vector of internal keys as a child.
+    struct VecIter {
+        entries: Vec<(Vec<u8>, u64)>,
+        /// Position; `entries.len()` (or any out-of-range value) when invalid.
+        pos: usize,
+    }
+
+    impl VecIter {
+        fn invalid(&self) -> usize {
+            self.entries.len()
+        }
+    }
+
+    impl InternalIterator for VecIter {
+        fn valid(&self) -> bool {
+            self.pos < self.entries.len()
+        }
+        fn seek(&mut self, user_key: &[u8], trailer: u64) -> Result<()> {
+            self.pos = self
+                .entries
+                .partition_point(|(k, t)| key::compare(k, *t, user_key, trailer) == Ordering::Less);
+            Ok(())
+        }
+        fn seek_for_prev(&mut self, user_key: &[u8], trailer: u64) -> Result<()> {
+            let n = self
+                .entries
+                .partition_point(|(k, t)| key::compare(k, *t, user_key, trailer) != Ordering::Greater);
+            self.pos = n.checked_sub(1).unwrap_or(self.invalid());
+            Ok(())
+        }
+        fn seek_to_first(&mut self) -> Result<()> {
+            self.pos = 0;
+            Ok(())
+        }
+        fn seek_to_last(&mut self) -> Result<()> {
+            self.pos = self.entries.len().checked_sub(1).unwrap_or(self.invalid());
+            Ok(())
+        }
+        fn next(&mut self) -> Result<()> {
+            self.pos += 1;
+            Ok(())
+        }
+        fn prev(&mut self) -> Result<()> {
+            self.pos = self.pos.checked_sub(1).unwrap_or(self.invalid());
+            Ok(())
+        }
+        fn user_key(&self) -> &[u8] {
+            &self.entries[self.pos].0
+        }
+        fn trailer(&self) -> u64 {
+            self.entries[self.pos].1
+        }
+        fn value(&self) -> &[u8] {
+            &[]
+        }
+    }
+
+    /// Random moves in both directions over 1–4 children (runs from one child, children
+    /// exhausted at either end, direction switches) agree with the sorted union.
+    #[test]
+    fn random_moves_match_the_sorted_union() {
+        let mut rng = SplitMix64::new(7);
+        for round in 0..200 {
+            let mut all: Vec<(Vec<u8>, u64)> = Vec::new();
+            let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
+            for _ in 0..1 + rng.below(4) {
+                let mut entries: Vec<(Vec<u8>, u64)> = Vec::new();
+                for _ in 0..rng.below(if round % 5 == 0 { 3 } else { 30 }) {
+                    // Few distinct user keys, so children interleave and share user keys.
+                    let entry = (vec![b'a' + rng.below(12) as u8], rng.below(1000));
+                    if !all.contains(&entry) {
+                        all.push(entry.clone());
+                        entries.push(entry);
+                    }
+                }
+                entries.sort_by(|a, b| key::compare(&a.0, a.1, &b.0, b.1));
+                let pos = entries.len();
+                children.push(Box::new(VecIter { entries, pos }));
+            }
+            all.sort_by(|a, b| key::compare(&a.0, a.1, &b.0, b.1));
+            let mut merged = MergingIter::new(children);
+            let mut model: Option<usize> = None;
+            for _ in 0..300 {
+                match rng.below(10) {
+                    0 => {
+                        merged.seek_to_first().unwrap();
+                        model = (!all.is_empty()).then_some(0);
+                    }
+                    1 => {
+                        merged.seek_to_last().unwrap();
+                        model = all.len().checked_sub(1);
+                    }
+                    2 => {
+                        let (k, t) = (vec![b'a' + rng.below(13) as u8], rng.below(1000));
+                        merged.seek(&k, t).unwrap();
+                        let n = all.partition_point(|(a, b)| key::compare(a, *b, &k, t) == Ordering::Less);
+                        model = (n < all.len()).then_some(n);
+                    }
+                    3 => {
+                        let (k, t) = (vec![b'a' + rng.below(13) as u8], rng.below(1000));
+                        merged.seek_for_prev(&k, t).unwrap();
+                        let n = all.partition_point(|(a, b)| key::compare(a, *b, &k, t) != Ordering::Greater);
+                        model = n.checked_sub(1);
+                    }
+                    4..=6 => {
+                        if let Some(m) = model {
+                            merged.next().unwrap();
+                            model = (m + 1 < all.len()).then_some(m + 1);
+                        }
+                    }
+                    _ => {
+                        if let Some(m) = model {
+                            merged.prev().unwrap();
+                            model = m.checked_sub(1);
+                        }
+                    }
+                }
+                assert_eq!(merged.valid(), model.is_some(), "round {round}");
+                if let Some(m) = model {
+                    assert_eq!(merged.key(), (all[m].0.as_slice(), all[m].1), "round {round}");
+                    assert_eq!((merged.user_key(), merged.trailer()), merged.key());
+                }
+            }
+        }
     }
 }

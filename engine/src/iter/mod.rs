@@ -36,6 +36,11 @@ pub trait InternalIterator: Send {
     fn trailer(&self) -> u64;
     /// Stored value at the cursor. Requires `valid()`.
     fn value(&self) -> &[u8];
+    /// User key and trailer at the cursor, in one call. Requires `valid()`.
+    #[inline]
+    fn key(&self) -> (&[u8], u64) {
+        (self.user_key(), self.trailer())
+    }
 }
 
 impl<T: InternalIterator + ?Sized> InternalIterator for Box<T> {
@@ -68,5 +73,8 @@ impl<T: InternalIterator + ?Sized> InternalIterator for Box<T> {
     }
     fn value(&self) -> &[u8] {
         (**self).value()
+    }
+    fn key(&self) -> (&[u8], u64) {
+        (**self).key()
     }
 }

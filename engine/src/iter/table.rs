@@ -38,4 +38,8 @@ impl InternalIterator for TableSource {
     fn value(&self) -> &[u8] {
         self.0.value()
     }
+    #[inline]
+    fn key(&self) -> (&[u8], u64) {
+        self.0.key()
+    }
 }
