@@ -5,7 +5,7 @@
 //! ```text
 //! cargo run --release -p stampkv-benches --example cost_curve -- [--sizes 1000000,10000000]
 //!     [--engines stampkv,fjall,redb] [--values random|text] [--ops 1000000]
-//!     [--cache-mib 256] [--dir PATH] [--results benches/results/cost-curve.tsv]
+//!     [--cache-mib 256] [--dir PATH] [--results benches/results/cost-curve.tsv] [--render-only]
 //! ```
 //!
 //! Each (engine, size) runs in its own child process, so peak memory is its own, and its
@@ -29,6 +29,8 @@
 //! The results are merged into the `--results` file (tab-separated; a new run replaces the
 //! rows of the same values, engine and size), and from all of its rows the runner writes
 //! `cost-curve-<values>.md` (tables with ratios) and `cost-curve-<values>.svg` (charts) beside it.
+//! `--render-only` redraws them from the file without running anything (e.g. after
+//! merging the rows of runs made on different days).
 
 #![allow(
     clippy::unwrap_used,
@@ -71,6 +73,7 @@ struct Args {
     dir: Option<PathBuf>,
     results: PathBuf,
     child: Option<String>,
+    render_only: bool,
 }
 
 fn parse_args() -> Args {
@@ -83,6 +86,7 @@ fn parse_args() -> Args {
         dir: None,
         results: PathBuf::from("benches/results/cost-curve.tsv"),
         child: None,
+        render_only: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -102,12 +106,13 @@ fn parse_args() -> Args {
             "--dir" => args.dir = Some(PathBuf::from(value())),
             "--results" => args.results = PathBuf::from(value()),
             "--child" => args.child = Some(value()),
+            "--render-only" => args.render_only = true,
             "--bench" => {}
             "--help" | "-h" => {
                 println!(
                     "cost_curve [--sizes 1000000,10000000] [--engines stampkv,fjall,redb] \
                      [--values random|text] [--ops 1000000] [--cache-mib 256] [--dir PATH] \
-                     [--results benches/results/cost-curve.tsv]"
+                     [--results benches/results/cost-curve.tsv] [--render-only]"
                 );
                 std::process::exit(0);
             }
@@ -389,7 +394,8 @@ fn main() {
         std::fs::create_dir_all(parent).expect("results dir");
     }
     let values = values_name(&args);
-    for &n in &args.sizes {
+    let sizes = if args.render_only { &[][..] } else { &args.sizes[..] };
+    for &n in sizes {
         for engine in &args.engines {
             let dir = root.join(format!("{engine}-{n}"));
             let _ = std::fs::remove_dir_all(&dir);

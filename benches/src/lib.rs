@@ -249,7 +249,7 @@ impl BenchEngine for StampkvEngine {
     fn report(&self) -> String {
         let stats = self.db.stats();
         format!(
-            "write-amp {:.2}, files/level {:?}, level targets MiB {:?}, stalls {} ({} ms, longest {} ms), tables {:.1} MiB ({:.1} MiB uncompressed, ratio {:.2}), open tables {} (index+filter {} KiB)",
+            "write-amp {:.2}, files/level {:?}, level targets MiB {:?}, stalls {} ({} ms, longest {} ms), tables {:.1} MiB ({:.1} MiB uncompressed, ratio {:.2}), open tables {} (index+filter {} KiB), index/filter cache hits/misses {:?}",
             stats.write_amplification(),
             stats.files_per_level,
             stats.level_target_bytes.map(|b| b >> 20),
@@ -260,7 +260,8 @@ impl BenchEngine for StampkvEngine {
             stats.table_bytes_uncompressed as f64 / (1 << 20) as f64,
             stats.table_bytes as f64 / stats.table_bytes_uncompressed.max(1) as f64,
             stats.open_tables,
-            stats.pinned_table_bytes >> 10
+            stats.pinned_table_bytes >> 10,
+            stats.block_cache_index_filter_hits_misses
         )
     }
 }
