@@ -26,6 +26,12 @@
 //! - readseq: one full scan;
 //! - overwrite: `--ops` random existing keys written again.
 //!
+//! Memory: peak RSS (`VmHWM`) of the child; for an engine that accounts for its own memory
+//! (stampkv's `Stats::memory_bytes`: memtables, block cache, open tables) a thread samples
+//! every 50 ms its largest account and by how much resident memory exceeded it; and the
+//! child's global allocator counts live heap bytes, sampled at the highest resident memory,
+//! so that what the allocator keeps beyond the live heap shows apart from what is in use.
+//!
 //! The results are merged into the `--results` file (tab-separated; a new run replaces the
 //! rows of the same values, engine and size), and from all of its rows the runner writes
 //! `cost-curve-<values>.md` (tables with ratios) and `cost-curve-<values>.svg` (charts) beside it.
@@ -50,13 +56,15 @@ use stampkv_benches::chart::{curves, key_count_text, Panel};
 use stampkv_benches::histogram::LatencyHistogram;
 use stampkv_benches::report::loadavg;
 use stampkv_benches::{
-    dir_bytes, key, peak_rss_bytes, text_value_pool, value, value_pool, BenchEngine, Permutation, Rng,
-    StampkvEngine, KEY_BYTES, VALUE_BYTES,
+    dir_bytes, key, peak_rss_bytes, rss_bytes, text_value_pool, value, value_pool, BenchEngine, Permutation,
+    Rng, StampkvEngine, KEY_BYTES, VALUE_BYTES,
 };
 use stampkv_engine::Compression;
+use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// A put at least this long counts as a stall.
@@ -170,12 +178,106 @@ fn timed(ops: u64, mut op: impl FnMut(u64)) -> (Duration, LatencyHistogram) {
     (start.elapsed(), histogram)
 }
 
-/// One engine at one size: every workload, printed as `METRIC` lines.
+/// The system allocator, counting the bytes allocated and not yet freed, so that resident
+/// memory can be split into live heap and what the allocator holds beyond it.
+struct CountingAllocator;
+
+static LIVE_HEAP_BYTES: AtomicU64 = AtomicU64::new(0);
+
+// SAFETY: every call is forwarded unchanged to `System`, which upholds `GlobalAlloc`'s
+// contract; the counter has no effect on the memory returned.
+#[allow(unsafe_code, reason = "a global allocator can only be written with unsafe code")]
+unsafe impl GlobalAlloc for CountingAllocator {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        LIVE_HEAP_BYTES.fetch_add(layout.size() as u64, Ordering::Relaxed);
+        // SAFETY: the caller's obligations are `System::alloc`'s.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE_HEAP_BYTES.fetch_sub(layout.size() as u64, Ordering::Relaxed);
+        // SAFETY: `ptr` came from this allocator, that is from `System`, with `layout`.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        LIVE_HEAP_BYTES.fetch_add(layout.size() as u64, Ordering::Relaxed);
+        // SAFETY: as for `alloc`.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        LIVE_HEAP_BYTES.fetch_add(new_size as u64, Ordering::Relaxed);
+        LIVE_HEAP_BYTES.fetch_sub(layout.size() as u64, Ordering::Relaxed);
+        // SAFETY: the caller's obligations are `System::realloc`'s.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: CountingAllocator = CountingAllocator;
+
+/// Memory peaks seen by [`sample_memory`].
+#[derive(Default)]
+struct MemoryPeaks {
+    /// The most the engine said it held (`BenchEngine::memory_bytes`).
+    engine_bytes: u64,
+    /// The most resident memory exceeded the engine's account at the same moment.
+    rss_beyond_engine_bytes: u64,
+    /// At the sample with the most resident memory: (resident, engine, live heap) bytes.
+    at_peak_rss: (u64, u64, u64),
+}
+
+/// Every 50 ms until `stop`, compares the process's resident memory with the engine's own
+/// account of its memory; `None` for an engine that keeps no account.
+fn sample_memory(db: &dyn BenchEngine, stop: &AtomicBool) -> Option<MemoryPeaks> {
+    let mut peaks = MemoryPeaks::default();
+    while !stop.load(Ordering::Relaxed) {
+        let engine = db.memory_bytes()?;
+        let rss = rss_bytes()?;
+        peaks.engine_bytes = peaks.engine_bytes.max(engine);
+        peaks.rss_beyond_engine_bytes = peaks.rss_beyond_engine_bytes.max(rss.saturating_sub(engine));
+        if rss > peaks.at_peak_rss.0 {
+            peaks.at_peak_rss = (rss, engine, LIVE_HEAP_BYTES.load(Ordering::Relaxed));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Some(peaks)
+}
+
+/// One engine at one size: every workload, printed as `METRIC` lines, with the memory the
+/// process and the engine held meanwhile.
 fn child(engine: &str, n: u64, args: &Args) {
+    let dir = args.dir.clone().expect("--dir");
+    let db = open(engine, &dir, args.cache_mib << 20);
+    let stop = AtomicBool::new(false);
+    let peaks = std::thread::scope(|scope| {
+        let sampler = scope.spawn(|| sample_memory(&*db, &stop));
+        workloads(engine, &*db, n, args);
+        stop.store(true, Ordering::Relaxed);
+        sampler.join().expect("memory sampler")
+    });
+    metric("peak_rss_mib", peak_rss_bytes().unwrap_or(0) as f64 / (1 << 20) as f64);
+    if let Some(peaks) = peaks {
+        metric("peak_engine_memory_mib", peaks.engine_bytes as f64 / (1 << 20) as f64);
+        metric("peak_rss_beyond_engine_mib", peaks.rss_beyond_engine_bytes as f64 / (1 << 20) as f64);
+        let (rss, engine, heap) = peaks.at_peak_rss;
+        metric("live_heap_at_peak_rss_mib", heap as f64 / (1 << 20) as f64);
+        println!(
+            "INFO at the highest sampled RSS, {} MiB: engine {} MiB, live heap {} MiB",
+            rss >> 20,
+            engine >> 20,
+            heap >> 20
+        );
+    }
+    let report = db.report();
+    if !report.is_empty() {
+        println!("INFO {report}");
+    }
+}
+
+/// Fill, then every measured workload, on one database.
+fn workloads(engine: &str, db: &dyn BenchEngine, n: u64, args: &Args) {
     let pool = if args.text_values { text_value_pool(42) } else { value_pool(42) };
     let dir = args.dir.clone().expect("--dir");
     let logical = n * (KEY_BYTES + VALUE_BYTES) as u64;
-    let db = open(engine, &dir, args.cache_mib << 20);
     let written_before = bytes_written();
 
     let order = Permutation::new(n, 1);
@@ -224,11 +326,6 @@ fn child(engine: &str, n: u64, args: &Args) {
     metric("overwrite_p99_us", micros(overwrites.quantile(0.99)));
     let all_logical = logical + ops * (KEY_BYTES + VALUE_BYTES) as u64;
     metric("write_amp_total", (bytes_written() - written_before) as f64 / all_logical as f64);
-    metric("peak_rss_mib", peak_rss_bytes().unwrap_or(0) as f64 / (1 << 20) as f64);
-    let report = db.report();
-    if !report.is_empty() {
-        println!("INFO {report}");
-    }
 }
 
 /// Rows of the results file: (values, engine, keys, metric) → value.
@@ -259,7 +356,7 @@ fn save_results(path: &Path, results: &Results) {
 }
 
 /// The metrics in the tables and charts: (key, label, unit, higher is better).
-const METRICS: [(&str, &str, &str, bool); 16] = [
+const METRICS: [(&str, &str, &str, bool); 19] = [
     ("fillrandom_ops", "fillrandom", "ops/s", true),
     ("fillrandom_p99_us", "fillrandom p99", "µs", false),
     ("fill_max_put_ms", "longest put during fill", "ms", false),
@@ -275,6 +372,9 @@ const METRICS: [(&str, &str, &str, bool); 16] = [
     ("overwrite_p99_us", "overwrite p99", "µs", false),
     ("write_amp_total", "write amplification (whole run)", "×", false),
     ("peak_rss_mib", "peak RSS", "MiB", false),
+    ("peak_engine_memory_mib", "peak engine-accounted memory", "MiB", false),
+    ("peak_rss_beyond_engine_mib", "peak RSS beyond the engine's account", "MiB", false),
+    ("live_heap_at_peak_rss_mib", "live heap at peak RSS", "MiB", false),
     ("fill_seconds", "fill time", "s", false),
 ];
 

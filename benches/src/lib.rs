@@ -42,6 +42,11 @@ pub trait BenchEngine: Send + Sync {
     fn report(&self) -> String {
         String::new()
     }
+    /// The engine's own account of the memory it holds (caches, write buffers, open
+    /// tables), if it keeps one.
+    fn memory_bytes(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// Key `i`: `k` followed by 15 zero-padded digits, so key order is numeric order.
@@ -246,6 +251,9 @@ impl BenchEngine for StampkvEngine {
     fn sync(&self) {
         self.db.sync_wal().expect("sync");
     }
+    fn memory_bytes(&self) -> Option<u64> {
+        Some(self.db.stats().memory_bytes())
+    }
     fn report(&self) -> String {
         let stats = self.db.stats();
         format!(
@@ -268,8 +276,18 @@ impl BenchEngine for StampkvEngine {
 
 /// Peak resident memory of this process (VmHWM), in bytes, if the OS reports it.
 pub fn peak_rss_bytes() -> Option<u64> {
+    proc_status_bytes("VmHWM:")
+}
+
+/// Resident memory of this process now, in bytes (Linux; `None` elsewhere).
+pub fn rss_bytes() -> Option<u64> {
+    proc_status_bytes("VmRSS:")
+}
+
+/// A `kB` field of `/proc/self/status`, in bytes.
+fn proc_status_bytes(field: &str) -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let line = status.lines().find(|l| l.starts_with(field))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib * 1024)
 }

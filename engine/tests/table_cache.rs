@@ -418,3 +418,37 @@ fn an_index_damaged_under_an_open_table_is_a_corruption_when_reloaded() {
     assert!(db.get(&files[files.len() - 1].largest_key).unwrap().is_some());
     drop(db);
 }
+
+#[test]
+fn compactions_leave_the_blocks_they_read_out_of_the_block_cache() {
+    let mut options = options(1000);
+    options.table.block_size = 4096;
+    options.write_buffer_size = 32 << 10;
+    options.target_file_size = 64 << 10;
+    options.block_cache_bytes = 16 << 20;
+    let db = Db::open_with_fs(Arc::new(MemFs::new()), DIR, options).unwrap();
+    let mut model = Model::new();
+    let mut rng = Rng::new(5);
+    for i in 0..6000 {
+        let (k, v) = (key(rng.below(8000)), format!("value {i} {}", "c".repeat(rng.index(80))).into_bytes());
+        db.put(&k, &v).unwrap();
+        model.insert(k, v);
+    }
+    db.flush().unwrap();
+    let stats = db.stats();
+    assert!(stats.compactions > 3 && stats.compaction_bytes_read > 200 << 10, "{stats:?}");
+    // No read has been made: what is cached is the tables' index and filter blocks, a few
+    // percent of each table ever written. Every data block a compaction read, cached,
+    // would alone be more than `compaction_bytes_read`.
+    assert!(
+        stats.block_cache_bytes < stats.compaction_bytes_read / 4,
+        "{} bytes cached after compactions read {}",
+        stats.block_cache_bytes,
+        stats.compaction_bytes_read
+    );
+    // Reads still fill it.
+    for (k, v) in model.iter().step_by(7) {
+        assert_eq!(db.get(k).unwrap().as_ref(), Some(v));
+    }
+    assert!(db.stats().block_cache_bytes > stats.block_cache_bytes + (100 << 10), "{:?}", db.stats());
+}

@@ -26,15 +26,17 @@ pub struct TableIter {
     data: BlockIter<Arc<Block>>,
     /// File offset of the block loaded into `data`, if any.
     data_offset: Option<u64>,
+    /// Whether data blocks read from the file are put in the block cache.
+    fill_cache: bool,
 }
 
 impl TableIter {
-    pub(crate) fn new(table: Arc<Table>) -> Self {
+    pub(crate) fn new(table: Arc<Table>, fill_cache: bool) -> Self {
         let index_block = table.pinned_index().cloned();
         let index_source = index_block.as_ref().map_or_else(|| table.empty_block(), |i| i.block());
         let index = BlockIter::new(Arc::clone(index_source), true);
         let data = BlockIter::new(Arc::clone(table.empty_block()), true);
-        TableIter { table, index_block, index, data, data_offset: None }
+        TableIter { table, index_block, index, data, data_offset: None, fill_cache }
     }
 
     /// Loads the index block if this iterator has not yet. Errors leave it invalid.
@@ -170,7 +172,7 @@ impl TableIter {
             if self.data_offset == Some(handle.offset) {
                 return Ok(None); // already loaded: keep it (and the cache untouched)
             }
-            self.table.load_block(handle).map(|b| Some((handle.offset, b)))
+            self.table.load_block(handle, self.fill_cache).map(|b| Some((handle.offset, b)))
         });
         match loaded {
             Ok(Some((offset, block))) => {

@@ -176,7 +176,7 @@ impl Table {
                 return Ok(None);
             }
             let handle = self.decode_handle(index.value())?;
-            let block = self.load_block(handle)?;
+            let block = self.load_block(handle, true)?;
             let mut it = BlockIter::new(&*block, true);
             // Keys near the target are about as long as it: one allocation, no regrowth.
             it.reserve_key(user_key.len() + 32);
@@ -228,9 +228,18 @@ impl Table {
         }
     }
 
-    /// A new iterator (unpositioned).
+    /// A new iterator (unpositioned). Data blocks it reads from the file go into the block
+    /// cache.
     pub fn iter(self: &Arc<Self>) -> TableIter {
-        TableIter::new(Arc::clone(self))
+        TableIter::new(Arc::clone(self), true)
+    }
+
+    /// A new iterator (unpositioned) for one pass over the table, such as a compaction's:
+    /// it uses blocks already in the block cache but does not add the ones it reads, which
+    /// would evict the blocks point reads keep coming back to. The index and filter are
+    /// cached as by [`Table::iter`].
+    pub fn iter_without_caching(self: &Arc<Self>) -> TableIter {
+        TableIter::new(Arc::clone(self), false)
     }
 
     /// Everything the properties block records.
@@ -323,8 +332,9 @@ impl Table {
         TableError::corruption(&self.name, offset, "malformed entry in data block")
     }
 
-    /// The data block at `handle`, from the cache or read, verified, decoded and cached.
-    pub(crate) fn load_block(&self, handle: BlockHandle) -> Result<Arc<Block>, TableError> {
+    /// The data block at `handle`, from the cache or read, verified and decoded; a block
+    /// read from the file is put in the cache if `fill_cache`.
+    pub(crate) fn load_block(&self, handle: BlockHandle, fill_cache: bool) -> Result<Arc<Block>, TableError> {
         if let Some(cache) = &self.cache {
             if let Some(block) = cache.lookup_data(self.id, handle.offset) {
                 return Ok(block);
@@ -333,7 +343,7 @@ impl Table {
         let bytes = read_block(&*self.file, &self.name, handle, self.data_end)?;
         let block = Block::new(bytes).map_err(|r| TableError::corruption(&self.name, handle.offset, r))?;
         let block = Arc::new(block);
-        if let Some(cache) = &self.cache {
+        if let Some(cache) = self.cache.as_ref().filter(|_| fill_cache) {
             cache.insert(self.id, handle.offset, Cached::Data(Arc::clone(&block)));
         }
         Ok(block)

@@ -219,15 +219,19 @@ impl DbInner {
     /// Merges the inputs into new tables of the output level.
     fn merge_inputs(&self, plan: &Plan, version: &Version) -> Result<Vec<Arc<TableFile>>> {
         // Level-0 inputs overlap: one iterator each. The files of a deeper level are sorted
-        // and disjoint: one level iterator holds one of them open at a time.
+        // and disjoint: one level iterator holds one of them open at a time. The blocks read
+        // stay out of the block cache: each is read once, and caching them would evict the
+        // blocks readers keep coming back to.
         let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
         if plan.level == 0 {
-            children.extend(plan.inputs.iter().map(|f| Box::new(LevelIter::new(vec![f.clone()])) as _));
+            children.extend(
+                plan.inputs.iter().map(|f| Box::new(LevelIter::without_caching(vec![f.clone()])) as _),
+            );
         } else {
-            children.push(Box::new(LevelIter::new(plan.inputs.clone())));
+            children.push(Box::new(LevelIter::without_caching(plan.inputs.clone())));
         }
         if !plan.overlapping.is_empty() {
-            children.push(Box::new(LevelIter::new(plan.overlapping.clone())));
+            children.push(Box::new(LevelIter::without_caching(plan.overlapping.clone())));
         }
         let mut iter = MergingIter::new(children);
         iter.seek_to_first()?;

@@ -13,12 +13,20 @@ pub struct LevelIter {
     files: Vec<Arc<TableFile>>,
     index: usize,
     current: Option<TableSource>,
+    /// Whether data blocks read from the files go into the block cache.
+    fill_cache: bool,
 }
 
 impl LevelIter {
     /// Iterates `files`, which must be sorted and disjoint.
     pub fn new(files: Vec<Arc<TableFile>>) -> Self {
-        LevelIter { files, index: 0, current: None }
+        LevelIter { files, index: 0, current: None, fill_cache: true }
+    }
+
+    /// Like [`LevelIter::new`], for one pass (a compaction): blocks read from the files
+    /// are not added to the block cache, so that the pass does not evict what readers use.
+    pub fn without_caching(files: Vec<Arc<TableFile>>) -> Self {
+        LevelIter { fill_cache: false, ..LevelIter::new(files) }
     }
 
     /// Positions on file `index` (unpositioned inside it); `None` past the last file.
@@ -29,7 +37,9 @@ impl LevelIter {
         self.index = index;
         // Release the previous table before opening the next one.
         self.current = None;
-        self.current = Some(TableSource(file.table()?.iter()));
+        let table = file.table()?;
+        let iter = if self.fill_cache { table.iter() } else { table.iter_without_caching() };
+        self.current = Some(TableSource(iter));
         Ok(self.current.as_mut())
     }
 

@@ -283,3 +283,37 @@ fn concurrent_readers_share_reloaded_blocks() {
     let counters = cache.counters();
     assert!(counters.index_misses > 0 && counters.filter_misses > 0, "{counters:?}");
 }
+
+#[test]
+fn a_pass_without_caching_uses_cached_blocks_but_adds_none() {
+    let entries = entries(0, 600);
+    let file: Arc<dyn ReadAt> = Arc::new(build(&entries, small_blocks()));
+    let cache = Arc::new(BlockCache::new(4 << 20));
+    let table = open_cached(file, 1, &cache);
+    let after_open = cache.usage_bytes();
+
+    // A one-pass scan returns everything and leaves the cache as it was.
+    let scan = |mut iter: stampkv_sstable::TableIter| {
+        let mut seen = Vec::new();
+        iter.seek_to_first().unwrap();
+        while iter.valid() {
+            seen.push(iter.user_key().to_vec());
+            iter.next().unwrap();
+        }
+        seen
+    };
+    let keys: Vec<Vec<u8>> = entries.iter().map(|(k, _, _)| k.clone()).collect();
+    assert_eq!(scan(table.iter_without_caching()), keys);
+    assert_eq!(cache.usage_bytes(), after_open, "a pass without caching added blocks");
+
+    // A caching scan fills the cache; the next pass without caching hits every block.
+    assert_eq!(scan(table.iter()), keys);
+    let filled = cache.usage_bytes();
+    assert!(filled > after_open + 600 * 40, "cache grew only to {filled}");
+    let (hits_before, misses_before) = cache.hit_stats();
+    assert_eq!(scan(table.iter_without_caching()), keys);
+    let (hits, misses) = cache.hit_stats();
+    assert_eq!(misses, misses_before, "a cached block was read again");
+    assert!(hits > hits_before + 50, "{} hits", hits - hits_before);
+    assert_eq!(cache.usage_bytes(), filled);
+}
