@@ -20,7 +20,9 @@
 //!   sync. Reported: rate, p99, the longest single put, the time spent in puts of 10 ms or
 //!   more (stalls seen from outside), write amplification (bytes the process passed to
 //!   `write`/`pwrite` during the fill, over the logical bytes) and space amplification
-//!   (directory bytes over logical bytes, right after the fill);
+//!   (directory bytes over logical bytes, right after the fill), and the `write`-family
+//!   system calls per put (`syscw` in `/proc/self/io`: at 1 or more, each put reached
+//!   the OS before it returned, so it survives the process being killed);
 //! - readrandom: `--ops` uniformly random existing keys;
 //! - seekrandom: `--ops` seeks to a random key, reading 10 entries from there;
 //! - readseq: one full scan;
@@ -149,8 +151,18 @@ fn open(engine: &str, dir: &Path, cache_bytes: u64) -> Box<dyn BenchEngine> {
 
 /// Bytes this process has passed to `write`-family system calls (`wchar` in `/proc/self/io`).
 fn bytes_written() -> u64 {
+    proc_io("wchar:")
+}
+
+/// `write`-family system calls this process has made (`syscw` in `/proc/self/io`).
+fn write_calls() -> u64 {
+    proc_io("syscw:")
+}
+
+/// A counter of `/proc/self/io` (0 where there is none).
+fn proc_io(field: &str) -> u64 {
     let io = std::fs::read_to_string("/proc/self/io").unwrap_or_default();
-    io.lines().find_map(|l| l.strip_prefix("wchar:")).and_then(|v| v.trim().parse().ok()).unwrap_or(0)
+    io.lines().find_map(|l| l.strip_prefix(field)).and_then(|v| v.trim().parse().ok()).unwrap_or(0)
 }
 
 fn rate(ops: u64, elapsed: Duration) -> f64 {
@@ -279,6 +291,7 @@ fn workloads(engine: &str, db: &dyn BenchEngine, n: u64, args: &Args) {
     let dir = args.dir.clone().expect("--dir");
     let logical = n * (KEY_BYTES + VALUE_BYTES) as u64;
     let written_before = bytes_written();
+    let calls_before = write_calls();
 
     let order = Permutation::new(n, 1);
     let (elapsed, fill) = timed(n, |i| {
@@ -287,6 +300,7 @@ fn workloads(engine: &str, db: &dyn BenchEngine, n: u64, args: &Args) {
     });
     db.sync();
     let fill_written = bytes_written() - written_before;
+    metric("fill_write_calls_per_put", (write_calls() - calls_before) as f64 / n as f64);
     metric("fillrandom_ops", rate(n, elapsed));
     metric("fillrandom_p99_us", micros(fill.quantile(0.99)));
     metric("fill_seconds", elapsed.as_secs_f64());
@@ -356,12 +370,13 @@ fn save_results(path: &Path, results: &Results) {
 }
 
 /// The metrics in the tables and charts: (key, label, unit, higher is better).
-const METRICS: [(&str, &str, &str, bool); 19] = [
+const METRICS: [(&str, &str, &str, bool); 20] = [
     ("fillrandom_ops", "fillrandom", "ops/s", true),
     ("fillrandom_p99_us", "fillrandom p99", "µs", false),
     ("fill_max_put_ms", "longest put during fill", "ms", false),
     ("fill_stall_ms", "time in puts ≥ 10 ms", "ms", false),
     ("fill_write_amp", "write amplification (fill)", "×", false),
+    ("fill_write_calls_per_put", "write system calls per put (fill)", "calls", false),
     ("space_amp", "space amplification (after fill)", "×", false),
     ("readrandom_ops", "readrandom", "ops/s", true),
     ("readrandom_p99_us", "readrandom p99", "µs", false),

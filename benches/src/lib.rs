@@ -235,18 +235,22 @@ impl BenchEngine for StampkvEngine {
         self.db.get(key).expect("get").is_some()
     }
     fn scan_all(&self) -> usize {
+        let mut cursor = self.db.cursor::<&[u8], _>(..);
         let mut count = 0;
-        for entry in self.db.iter() {
-            entry.expect("scan");
+        while cursor.next().expect("scan") {
+            std::hint::black_box((cursor.key(), cursor.value()));
             count += 1;
         }
         count
     }
     fn seek(&self, key: &[u8], count: usize) -> usize {
-        self.db.range(key..).take(count).fold(0, |read, entry| {
-            entry.expect("seek");
-            read + 1
-        })
+        let mut cursor = self.db.cursor(key..);
+        let mut read = 0;
+        while read < count && cursor.next().expect("seek") {
+            std::hint::black_box((cursor.key(), cursor.value()));
+            read += 1;
+        }
+        read
     }
     fn sync(&self) {
         self.db.sync_wal().expect("sync");

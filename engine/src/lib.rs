@@ -49,7 +49,7 @@
 //! ```
 //! use stampkv_engine::fs::{CrashPolicy, FaultOp, FaultyFs, Fs, FsFile, FsLock, MemFs, StdFs};
 //! use stampkv_engine::{
-//!     BackgroundMode, Clock, Db, DbIter, Entry, Error, Ingest, IngestSummary, LatestView,
+//!     BackgroundMode, Clock, Db, DbCursor, DbIter, Entry, Error, Ingest, IngestSummary, LatestView,
 //!     ManualClock, Options, RecoveryMode, RecoveryReport, Result, Snapshot, SpaceUsage, Stats,
 //!     SyncMode, SystemClock, TableOptions, WriteBatch, WriteOptions,
 //! };
@@ -84,8 +84,8 @@ mod version;
 pub use batch::WriteBatch;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use db::{
-    checkpoint, checkpoint_with_fs, repair, restore, verify, CheckpointInfo, Db, DbIter, Entry, Ingest,
-    IngestSummary, LatestView, Loss, Problem, RecoveryReport, RepairReport, Snapshot, TableFileInfo,
+    checkpoint, checkpoint_with_fs, repair, restore, verify, CheckpointInfo, Db, DbCursor, DbIter, Entry,
+    Ingest, IngestSummary, LatestView, Loss, Problem, RecoveryReport, RepairReport, Snapshot, TableFileInfo,
     VerifyReport, BACKUP_FILE,
 };
 pub use error::{Error, Result};

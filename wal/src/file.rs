@@ -12,6 +12,14 @@ pub trait LogFile: Send + Sync {
     fn sync_data(&self) -> io::Result<()>;
     /// Truncates or extends the file.
     fn set_len(&self, len: u64) -> io::Result<()>;
+    /// Asks the OS to start writing `[offset, offset + len)` to storage without waiting
+    /// for it (Linux: `sync_file_range(SYNC_FILE_RANGE_WRITE)`), so that a later
+    /// [`LogFile::sync_data`] finds less to do. A hint: it makes nothing durable, and the
+    /// default does nothing.
+    fn start_writeback(&self, offset: u64, len: u64) -> io::Result<()> {
+        let _ = (offset, len);
+        Ok(())
+    }
 }
 
 /// Creates segment files and makes their directory entries durable.
@@ -35,6 +43,9 @@ impl<F: LogFile + ?Sized> LogFile for Arc<F> {
     fn set_len(&self, len: u64) -> io::Result<()> {
         (**self).set_len(len)
     }
+    fn start_writeback(&self, offset: u64, len: u64) -> io::Result<()> {
+        (**self).start_writeback(offset, len)
+    }
 }
 
 /// A borrowed file is a file: lets a writer work on a file the caller keeps.
@@ -47,6 +58,9 @@ impl<F: LogFile + ?Sized> LogFile for &F {
     }
     fn set_len(&self, len: u64) -> io::Result<()> {
         (**self).set_len(len)
+    }
+    fn start_writeback(&self, offset: u64, len: u64) -> io::Result<()> {
+        (**self).start_writeback(offset, len)
     }
 }
 

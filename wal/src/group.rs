@@ -37,6 +37,8 @@ pub struct WalStats {
     pub syncs: u64,
     /// Zero bytes written ahead by preallocation.
     pub preallocated_bytes: u64,
+    /// Write-back requests made ([`crate::WalOptions::writeback_bytes`]).
+    pub writeback_requests: u64,
 }
 
 impl WalStats {
@@ -47,6 +49,7 @@ impl WalStats {
             records_written: self.records_written + o.records_written,
             syncs: self.syncs + o.syncs,
             preallocated_bytes: self.preallocated_bytes + o.preallocated_bytes,
+            writeback_requests: self.writeback_requests + o.writeback_requests,
         }
     }
 }

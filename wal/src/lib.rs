@@ -105,4 +105,6 @@ pub use group::{LogPosition, Wal, WalStats};
 pub use mem::{MemLogFile, MemSegmentDir};
 pub use reader::{RecoveryMode, SegmentEnd, SegmentInfo, SegmentReader, SegmentSummary};
 pub use std_file::StdSegmentDir;
-pub use writer::{seal_recovered_segment, LogWriter, WalOptions, DEFAULT_PREALLOCATE_BYTES};
+pub use writer::{
+    seal_recovered_segment, LogWriter, WalOptions, DEFAULT_PREALLOCATE_BYTES, DEFAULT_WRITEBACK_BYTES,
+};

@@ -15,16 +15,24 @@ use crate::group::WalStats;
 /// Default [`WalOptions::preallocate_bytes`]: 1 MiB.
 pub const DEFAULT_PREALLOCATE_BYTES: u64 = 1024 * 1024;
 
+/// Default [`WalOptions::writeback_bytes`]: 1 MiB.
+pub const DEFAULT_WRITEBACK_BYTES: u64 = 1024 * 1024;
+
 /// Options of the log writer.
 #[derive(Debug, Clone)]
 pub struct WalOptions {
     /// Zero-fill the segment this far ahead of the write position (0: no preallocation).
     pub preallocate_bytes: u64,
+    /// Each time this many bytes have been written since the last time, ask the OS to start
+    /// writing them to storage ([`LogFile::start_writeback`]; 0: never). Commits that are
+    /// not synced one by one then reach storage steadily instead of all at the sync that
+    /// seals the segment, which would otherwise have the whole segment to write.
+    pub writeback_bytes: u64,
 }
 
 impl Default for WalOptions {
     fn default() -> Self {
-        WalOptions { preallocate_bytes: DEFAULT_PREALLOCATE_BYTES }
+        WalOptions { preallocate_bytes: DEFAULT_PREALLOCATE_BYTES, writeback_bytes: DEFAULT_WRITEBACK_BYTES }
     }
 }
 
@@ -76,6 +84,11 @@ pub struct LogWriter<F: LogFile> {
     /// everything in `[offset, allocated)` reads as zeros.
     allocated: u64,
     preallocate: u64,
+    /// [`WalOptions::writeback_bytes`].
+    writeback_step: u64,
+    /// Where the next [`LogFile::start_writeback`] range starts: everything before it was
+    /// handed to the OS and either synced or already asked to be written back.
+    writeback_from: u64,
     /// Encoded chunks not yet written (`[flushed, offset)`); written at once by
     /// [`LogWriter::flush`].
     buf: Vec<u8>,
@@ -108,6 +121,8 @@ impl<F: LogFile> LogWriter<F> {
             flushed: offset,
             allocated: offset,
             preallocate: options.preallocate_bytes,
+            writeback_step: options.writeback_bytes,
+            writeback_from: synced.min(offset),
             buf: Vec::new(),
             state: State::Open,
             stats: WalStats::default(),
@@ -156,7 +171,21 @@ impl<F: LogFile> LogWriter<F> {
         self.buf.clear();
         self.flushed = end;
         self.allocated = self.allocated.max(end);
+        self.start_writeback_if_due();
         Ok(())
+    }
+
+    /// Asks the OS to start writing back what was written since the last request, once that
+    /// is at least `writeback_step` bytes. Only a hint: an error here is ignored, since a
+    /// failed write reports itself at the next sync, which is what makes data durable.
+    fn start_writeback_if_due(&mut self) {
+        let from = self.writeback_from.max(self.shared.synced());
+        if self.writeback_step == 0 || self.flushed.saturating_sub(from) < self.writeback_step {
+            return;
+        }
+        let _ = self.shared.file.start_writeback(from, self.flushed - from);
+        self.stats.writeback_requests += 1;
+        self.writeback_from = self.flushed;
     }
 
     /// Bytes of `buf` that belong to records already accepted.
@@ -365,7 +394,7 @@ pub fn seal_recovered_segment<F: LogFile>(
         )));
     }
     file.set_len(valid_end)?;
-    let options = WalOptions { preallocate_bytes: 0 };
+    let options = WalOptions { preallocate_bytes: 0, ..WalOptions::default() };
     let mut writer = if valid_end == 0 {
         LogWriter::create(file, segment_number, options)?
     } else {
@@ -423,7 +452,8 @@ mod tests {
     #[test]
     fn padding_and_zero_length_first_fragment() {
         let file = MemLogFile::new();
-        let mut w = LogWriter::create(&file, 1, WalOptions { preallocate_bytes: 0 }).unwrap();
+        let mut w = LogWriter::create(&file, 1, WalOptions { preallocate_bytes: 0, ..WalOptions::default() })
+            .unwrap();
         // Leave exactly HEADER_SIZE bytes in block 0: the next record starts
         // with an empty FIRST chunk there.
         let fill = BLOCK_SIZE - SEGMENT_HEADER_END as usize - 2 * HEADER_SIZE;

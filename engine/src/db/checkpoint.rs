@@ -311,8 +311,12 @@ impl Run<'_> {
         let path = self.dest.join(&name);
         let file = self.fs.create(&path).map_err(|e| Error::io(format!("creating {}", path.display()), e))?;
         self.created.push(path);
-        let mut writer = LogWriter::create(LogFileHandle(file), number, WalOptions { preallocate_bytes: 0 })
-            .map_err(Error::from)?;
+        let mut writer = LogWriter::create(
+            LogFileHandle(file),
+            number,
+            WalOptions { preallocate_bytes: 0, ..WalOptions::default() },
+        )
+        .map_err(Error::from)?;
         writer.add_record(&edit.encode()).map_err(Error::from)?;
         writer.sync().map_err(Error::from)?;
         self.info.copied += 1;

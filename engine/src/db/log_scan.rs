@@ -322,7 +322,12 @@ mod tests {
 
     fn segment(records: &[Vec<u8>], seal: bool, preallocate: u64) -> Vec<u8> {
         let file = MemLogFile::new();
-        let mut writer = LogWriter::create(&file, 9, WalOptions { preallocate_bytes: preallocate }).unwrap();
+        let mut writer = LogWriter::create(
+            &file,
+            9,
+            WalOptions { preallocate_bytes: preallocate, ..WalOptions::default() },
+        )
+        .unwrap();
         for record in records {
             writer.add_record(record).unwrap();
         }

@@ -88,7 +88,14 @@ pub(crate) fn open(fs: Arc<dyn Fs>, dir: &Path, options: Options) -> Result<DbIn
     )?;
     remove_obsolete_files(&*fs, dir, &version, new_log, versions.manifest_number());
     let wal_dir = WalDir { fs: fs.clone(), dir: dir.to_path_buf() };
-    let wal = Wal::create(wal_dir, new_log, WalOptions { preallocate_bytes: options.wal_preallocate_bytes })?;
+    let wal = Wal::create(
+        wal_dir,
+        new_log,
+        WalOptions {
+            preallocate_bytes: options.wal_preallocate_bytes,
+            writeback_bytes: options.wal_bytes_per_sync,
+        },
+    )?;
     let mem = Arc::new(Memtable::new(new_log, options.write_buffer_size, last_seq));
     let read_state = Arc::new(ReadState { mem: mem.clone(), imms: Vec::new(), version });
     Ok(DbInner {

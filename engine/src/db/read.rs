@@ -4,6 +4,7 @@
 //! commits up to that number: for each user key the newest version at or below it, hidden
 //! if it is a tombstone or has expired at the read's time.
 
+use super::cursor::DbCursor;
 use super::{DbInner, ReadState};
 use crate::iter::{InternalIterator, MergingIter};
 use crate::key::{self, EntryKind};
@@ -28,7 +29,11 @@ pub struct Entry {
 
 /// Interprets a stored version: its user value and expiry, or `None` for tombstones and
 /// values expired at `now_ms`.
-fn decode_visible(trailer: u64, stored: &[u8], now_ms: u64) -> Result<Option<(&[u8], Option<u64>)>> {
+pub(super) fn decode_visible(
+    trailer: u64,
+    stored: &[u8],
+    now_ms: u64,
+) -> Result<Option<(&[u8], Option<u64>)>> {
     let bad = |reason: &str| Error::corruption("(entry)", None, format!("stored entry with {reason}"));
     let kind = EntryKind::from_byte(key::trailer_kind(trailer)).ok_or_else(|| bad("an unknown kind"))?;
     match kind {
@@ -39,6 +44,16 @@ fn decode_visible(trailer: u64, stored: &[u8], now_ms: u64) -> Result<Option<(&[
             Ok((now_ms < at).then_some((value, Some(at))))
         }
     }
+}
+
+/// One iterator over every version in `state`: its memtables and its tables.
+pub(super) fn merged_iter(state: &ReadState) -> MergingIter {
+    let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
+    for mem in std::iter::once(&state.mem).chain(state.imms.iter()) {
+        children.push(Box::new(MemtableIter::new(mem.clone())));
+    }
+    state.version.iterators(&mut children);
+    MergingIter::new(children)
 }
 
 /// The entry a read sees for a stored version, if any.
@@ -157,6 +172,12 @@ impl Snapshot {
         let state = self.inner.read_state.read().clone();
         DbIter::new(state, self.seq, self.read_time_ms, &range)
     }
+
+    /// A cursor over the entries with keys in `range` in this snapshot (see [`DbCursor`]).
+    pub fn cursor<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> DbCursor {
+        let state = self.inner.read_state.read().clone();
+        DbCursor::new(&state, self.seq, self.read_time_ms, &range)
+    }
 }
 
 impl Drop for Snapshot {
@@ -220,12 +241,7 @@ impl DbIter {
     }
 
     fn merged(&self) -> MergingIter {
-        let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
-        for mem in std::iter::once(&self.state.mem).chain(self.state.imms.iter()) {
-            children.push(Box::new(MemtableIter::new(mem.clone())));
-        }
-        self.state.version.iterators(&mut children);
-        MergingIter::new(children)
+        merged_iter(&self.state)
     }
 
     fn above_upper(&self, user_key: &[u8]) -> bool {

@@ -500,8 +500,11 @@ impl Salvage<'_> {
         };
         let name = filename::manifest_name(manifest_number);
         let file = fs.create(&self.dir.join(&name)).map_err(|e| Error::io(format!("creating {name}"), e))?;
-        let mut writer =
-            LogWriter::create(LogFileHandle(file), manifest_number, WalOptions { preallocate_bytes: 0 })?;
+        let mut writer = LogWriter::create(
+            LogFileHandle(file),
+            manifest_number,
+            WalOptions { preallocate_bytes: 0, ..WalOptions::default() },
+        )?;
         writer.add_record(&edit.encode())?;
         writer.sync()?;
         drop(writer);

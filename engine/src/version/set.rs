@@ -229,7 +229,11 @@ fn write_new_manifest(
     let name = filename::manifest_name(number);
     let path = dir.join(&name);
     let file = fs.create(&path).map_err(|e| Error::io(format!("creating {name}"), e))?;
-    let mut writer = LogWriter::create(LogFileHandle(file), number, WalOptions { preallocate_bytes: 0 })?;
+    let mut writer = LogWriter::create(
+        LogFileHandle(file),
+        number,
+        WalOptions { preallocate_bytes: 0, ..WalOptions::default() },
+    )?;
     let snapshot = VersionEdit {
         format_version: Some(super::edit::MANIFEST_FORMAT_VERSION),
         log_number: Some(log_number),

@@ -423,9 +423,25 @@ impl Harness {
         let now = self.clock.now_ms();
         let expected = visible(self.model(), now, &range);
         let what = format!("{}: scan {range:?} {mode:?}", self.ctx());
+        let mut cursor = self.db().cursor(range.clone());
         let iter = self.db().range(range);
         let got: Vec<Entry> = match mode {
-            ScanMode::Forward => iter.collect::<Result<_, _>>().unwrap_or_else(|e| panic!("{what}: {e}")),
+            ScanMode::Forward => {
+                let got: Vec<Entry> =
+                    iter.collect::<Result<_, _>>().unwrap_or_else(|e| panic!("{what}: {e}"));
+                // The lending cursor sees exactly what the owning iterator sees.
+                let mut lent = Vec::new();
+                while cursor.next().unwrap_or_else(|e| panic!("{what}: cursor: {e}")) {
+                    lent.push(Entry {
+                        key: cursor.key().to_vec(),
+                        value: cursor.value().to_vec(),
+                        seq: cursor.seq(),
+                        expires_at_ms: cursor.expires_at_ms(),
+                    });
+                }
+                assert_eq!(lent, got, "{what}: cursor");
+                got
+            }
             ScanMode::Reverse => {
                 let mut got: Vec<Entry> =
                     iter.rev().collect::<Result<_, _>>().unwrap_or_else(|e| panic!("{what}: {e}"));

@@ -158,7 +158,9 @@ fn value_codec(out: &mut Vec<Seed>) {
 
 fn wal_segment(number: u64, records: &[Vec<u8>], sync_every: usize, seal: bool) -> Vec<u8> {
     let file = MemLogFile::new();
-    let mut w = LogWriter::create(&file, number, WalOptions { preallocate_bytes: 0 }).expect("create");
+    let mut w =
+        LogWriter::create(&file, number, WalOptions { preallocate_bytes: 0, ..WalOptions::default() })
+            .expect("create");
     for (i, r) in records.iter().enumerate() {
         w.add_record(r).expect("add");
         if sync_every > 0 && i % sync_every == sync_every - 1 {

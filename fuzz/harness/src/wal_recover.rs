@@ -202,7 +202,9 @@ struct Written {
 fn write(spec: &Spec) -> Written {
     let file = MemLogFile::new();
     let preallocate_bytes = u64::from(spec.prealloc_pages % 64) * 4096;
-    let mut writer = LogWriter::create(&file, SEGMENT, WalOptions { preallocate_bytes }).expect("create");
+    let mut writer =
+        LogWriter::create(&file, SEGMENT, WalOptions { preallocate_bytes, ..WalOptions::default() })
+            .expect("create");
     let (mut records, mut ends) = (Vec::new(), Vec::new());
     let (mut synced, mut chunk_like, mut total) = (false, false, 0usize);
     for (index, step) in spec.steps.iter().take(64).enumerate() {

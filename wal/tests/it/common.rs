@@ -22,11 +22,11 @@ pub fn iters() -> usize {
 }
 
 pub fn no_prealloc() -> WalOptions {
-    WalOptions { preallocate_bytes: 0 }
+    WalOptions { preallocate_bytes: 0, ..WalOptions::default() }
 }
 
 pub fn prealloc(bytes: u64) -> WalOptions {
-    WalOptions { preallocate_bytes: bytes }
+    WalOptions { preallocate_bytes: bytes, ..WalOptions::default() }
 }
 
 pub fn info(number: u64, is_last: bool) -> SegmentInfo {

@@ -15,3 +15,4 @@ mod modes;
 mod roundtrip;
 mod truncation;
 mod wal;
+mod writeback;

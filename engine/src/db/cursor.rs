@@ -1,0 +1,199 @@
+//! A forward cursor that lends each entry instead of returning owned copies: the way to
+//! scan many entries without an allocation per entry.
+
+use super::read::{decode_visible, merged_iter};
+use super::ReadState;
+use crate::iter::{InternalIterator, MergingIter};
+use crate::key;
+use crate::Result;
+use std::ops::{Bound, RangeBounds};
+use std::sync::Arc;
+
+/// Where a cursor is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Position {
+    /// Before the first [`DbCursor::next`]: nothing sought yet.
+    Unstarted,
+    /// At a live entry: the merging iterator is on its visible version.
+    At,
+    /// Past the last entry of the range, or stopped by an error.
+    Done,
+}
+
+/// A forward-only cursor over the live entries of a key range, in key order, in one
+/// consistent view of the database ([`crate::Db::cursor`], [`crate::Snapshot::cursor`]).
+///
+/// Where [`crate::DbIter`] returns each entry as owned vectors, a cursor lends the current
+/// entry: [`DbCursor::key`] from one buffer it reuses, [`DbCursor::value`] straight from the
+/// memtable or table block that holds it. Both borrows end at the next move, so a scan
+/// allocates nothing per entry.
+///
+/// ```
+/// # let dir = std::env::temp_dir().join(format!("stampkv-cursor-doc-{}", std::process::id()));
+/// # let _ = std::fs::remove_dir_all(&dir);
+/// let db = stampkv_engine::Db::open(&dir, stampkv_engine::Options::default())?;
+/// db.put(b"apple", b"1")?;
+/// db.put(b"banana", b"2")?;
+/// db.put(b"cherry", b"3")?;
+/// let mut cursor = db.cursor(b"b".as_slice()..);
+/// let mut seen = Vec::new();
+/// while cursor.next()? {
+///     seen.push((cursor.key().to_vec(), cursor.value().to_vec()));
+/// }
+/// assert_eq!(seen, [(b"banana".to_vec(), b"2".to_vec()), (b"cherry".to_vec(), b"3".to_vec())]);
+/// # drop(cursor);
+/// # db.close()?;
+/// # std::fs::remove_dir_all(&dir).unwrap();
+/// # Ok::<(), stampkv_engine::Error>(())
+/// ```
+pub struct DbCursor {
+    iter: MergingIter,
+    seq: u64,
+    now_ms: u64,
+    lower: Bound<Vec<u8>>,
+    upper: Bound<Vec<u8>>,
+    position: Position,
+    /// The current entry's user key.
+    key: Vec<u8>,
+    /// Bytes of the stored value before the user's value (an expiry), at `Position::At`.
+    value_offset: usize,
+    /// The current entry's sequence number and expiry.
+    entry_seq: u64,
+    expires_at_ms: Option<u64>,
+}
+
+impl DbCursor {
+    pub(crate) fn new<K: AsRef<[u8]>, R: RangeBounds<K> + ?Sized>(
+        state: &Arc<ReadState>,
+        seq: u64,
+        now_ms: u64,
+        range: &R,
+    ) -> DbCursor {
+        let owned = |bound: Bound<&K>| bound.map(|k| k.as_ref().to_vec());
+        DbCursor {
+            iter: merged_iter(state),
+            seq,
+            now_ms,
+            lower: owned(range.start_bound()),
+            upper: owned(range.end_bound()),
+            position: Position::Unstarted,
+            key: Vec::new(),
+            value_offset: 0,
+            entry_seq: 0,
+            expires_at_ms: None,
+        }
+    }
+
+    /// Moves to the next live entry (the first one on the first call): `Ok(true)` if there
+    /// is one, `Ok(false)` past the end of the range. After an error, or once past the
+    /// end, every later call returns `Ok(false)`.
+    #[allow(
+        clippy::should_implement_trait,
+        reason = "a lending cursor cannot be an Iterator: the entry borrows from the cursor"
+    )]
+    pub fn next(&mut self) -> Result<bool> {
+        let moved = self.advance();
+        self.position = match moved {
+            Ok(true) => Position::At,
+            Ok(false) | Err(_) => Position::Done,
+        };
+        moved
+    }
+
+    fn advance(&mut self) -> Result<bool> {
+        match self.position {
+            Position::Done => return Ok(false),
+            Position::Unstarted => match &self.lower {
+                Bound::Included(k) => self.iter.seek(k, key::seek_trailer(self.seq))?,
+                // Every version of `k` sorts before (k, 0).
+                Bound::Excluded(k) => self.iter.seek(k, 0)?,
+                Bound::Unbounded => self.iter.seek_to_first()?,
+            },
+            Position::At => self.skip_older_versions()?,
+        }
+        self.find_live()
+    }
+
+    /// Moves past the remaining (older) versions of `self.key`.
+    fn skip_older_versions(&mut self) -> Result<()> {
+        while self.iter.valid() && self.iter.user_key() == self.key.as_slice() {
+            self.iter.next()?;
+        }
+        Ok(())
+    }
+
+    /// From the iterator's position, finds the first key whose newest version in the view
+    /// is live, and stops on that version.
+    fn find_live(&mut self) -> Result<bool> {
+        while self.iter.valid() {
+            let (user_key, trailer) = self.iter.key();
+            if above(&self.upper, user_key) {
+                return Ok(false);
+            }
+            if key::trailer_seq(trailer) > self.seq {
+                self.iter.next()?;
+                continue;
+            }
+            self.key.clear();
+            self.key.extend_from_slice(user_key);
+            let stored = self.iter.value();
+            if let Some((value, expires_at_ms)) = decode_visible(trailer, stored, self.now_ms)? {
+                self.value_offset = stored.len() - value.len();
+                self.entry_seq = key::trailer_seq(trailer);
+                self.expires_at_ms = expires_at_ms;
+                return Ok(true);
+            }
+            // A tombstone or an expired value: the key is absent, whatever older versions say.
+            self.iter.next()?;
+            self.skip_older_versions()?;
+        }
+        Ok(false)
+    }
+
+    /// Whether the cursor is at an entry (the last [`DbCursor::next`] returned `Ok(true)`).
+    pub fn valid(&self) -> bool {
+        self.position == Position::At
+    }
+
+    /// The current entry's key; empty when not [`DbCursor::valid`].
+    pub fn key(&self) -> &[u8] {
+        if self.valid() {
+            &self.key
+        } else {
+            &[]
+        }
+    }
+
+    /// The current entry's value; empty when not [`DbCursor::valid`].
+    pub fn value(&self) -> &[u8] {
+        if self.valid() {
+            self.iter.value().get(self.value_offset..).unwrap_or_default()
+        } else {
+            &[]
+        }
+    }
+
+    /// The sequence number of the current entry's write; 0 when not [`DbCursor::valid`].
+    pub fn seq(&self) -> u64 {
+        if self.valid() {
+            self.entry_seq
+        } else {
+            0
+        }
+    }
+
+    /// When the current entry expires (ms since the epoch), if it was written with an
+    /// expiry; `None` when not [`DbCursor::valid`].
+    pub fn expires_at_ms(&self) -> Option<u64> {
+        self.expires_at_ms.filter(|_| self.valid())
+    }
+}
+
+/// Whether `user_key` lies beyond the upper bound.
+fn above(upper: &Bound<Vec<u8>>, user_key: &[u8]) -> bool {
+    match upper {
+        Bound::Included(u) => user_key > u.as_slice(),
+        Bound::Excluded(u) => user_key >= u.as_slice(),
+        Bound::Unbounded => false,
+    }
+}
