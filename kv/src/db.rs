@@ -204,7 +204,16 @@ pub(crate) fn maybe_entry<T: FromKvValue>(
 
 /// Converts an engine entry found by a scan into a read result.
 pub(crate) fn full_entry<T: FromKvValue>(entry: stampkv_engine::Entry) -> Result<KvEntry<T>, KvError> {
-    let key = Key::decode(&entry.key)?;
-    let value = T::from_kv_value(KvValue::decode_stored(&entry.value)?)?;
-    Ok(KvEntry { key, value, versionstamp: Versionstamp::from_sequence(entry.seq) })
+    decode_entry(&entry.key, &entry.value, entry.seq)
+}
+
+/// Decodes a stored key, value and sequence number into a read result.
+pub(crate) fn decode_entry<T: FromKvValue>(
+    key: &[u8],
+    value: &[u8],
+    seq: u64,
+) -> Result<KvEntry<T>, KvError> {
+    let key = Key::decode(key)?;
+    let value = T::from_kv_value(KvValue::decode_stored(value)?)?;
+    Ok(KvEntry { key, value, versionstamp: Versionstamp::from_sequence(seq) })
 }

@@ -16,10 +16,10 @@
 //! **Better than Deno:** the whole iteration reads one consistent snapshot, however many
 //! batches it spans.
 
-use crate::db::{full_entry, Kv};
+use crate::db::{decode_entry, full_entry, Kv};
 use crate::entry::{FromKvValue, KvEntry};
 use crate::{base64, Key, KvError};
-use stampkv_engine::DbIter;
+use stampkv_engine::{DbCursor, DbIter};
 use std::marker::PhantomData;
 
 /// What to list: a prefix, optionally bounded by a start or an end, or a start and an end.
@@ -163,10 +163,17 @@ pub(crate) fn apply_cursor(
     Ok(())
 }
 
+/// Where a listing reads from: forward, a cursor that lends each entry, decoded straight
+/// from the block; in reverse, the double-ended iterator.
+enum Source {
+    Forward(DbCursor),
+    Reverse(DbIter),
+}
+
 /// Iterates over listed entries; see [`Kv::list`].
 pub struct ListIter<T> {
-    iter: Option<DbIter>,
-    reverse: bool,
+    /// `None` once exhausted or after an error (or for an empty range).
+    source: Option<Source>,
     remaining: Option<usize>,
     common_prefix: Vec<u8>,
     /// `None` before the first entry; then the encoded key of the last entry yielded.
@@ -199,28 +206,54 @@ impl<T: FromKvValue> Iterator for ListIter<T> {
         if self.remaining == Some(0) {
             return None;
         }
-        let Some(iter) = self.iter.as_mut() else {
+        let Some(source) = self.source.as_mut() else {
             self.exhausted = true;
             return None;
         };
-        let next = if self.reverse { iter.next_back() } else { iter.next() };
-        let Some(entry) = next else {
-            self.exhausted = true;
-            self.iter = None;
-            return None;
+        let found = match source {
+            Source::Forward(cursor) => match cursor.next() {
+                Ok(true) => {
+                    remember(&mut self.last_key, cursor.key());
+                    Some(Ok(decode_entry(cursor.key(), cursor.value(), cursor.seq())))
+                }
+                Ok(false) => None,
+                Err(e) => Some(Err(e)),
+            },
+            Source::Reverse(iter) => iter.next_back().map(|entry| {
+                entry.map(|entry| {
+                    remember(&mut self.last_key, &entry.key);
+                    full_entry(entry)
+                })
+            }),
         };
-        let entry = match entry {
-            Ok(entry) => entry,
-            Err(e) => {
-                self.iter = None;
-                return Some(Err(e.into()));
+        match found {
+            None => {
+                self.exhausted = true;
+                self.source = None;
+                None
             }
-        };
-        if let Some(remaining) = self.remaining.as_mut() {
-            *remaining -= 1;
+            Some(Err(e)) => {
+                self.source = None;
+                Some(Err(e.into()))
+            }
+            Some(Ok(entry)) => {
+                if let Some(remaining) = self.remaining.as_mut() {
+                    *remaining -= 1;
+                }
+                Some(entry)
+            }
         }
-        self.last_key = Some(entry.key.clone());
-        Some(full_entry(entry))
+    }
+}
+
+/// Records `key` as the last one yielded, reusing the buffer.
+fn remember(last_key: &mut Option<Vec<u8>>, key: &[u8]) {
+    match last_key {
+        Some(buffer) => {
+            buffer.clear();
+            buffer.extend_from_slice(key);
+        }
+        None => *last_key = Some(key.to_vec()),
     }
 }
 
@@ -255,12 +288,18 @@ impl Kv {
         if options.batch_size.is_some_and(|n| n > limits.max_read_entries) {
             return Err(KvError::TooManyEntries { max: limits.max_read_entries });
         }
-        // A range iterator holds the memtables and tables it started with: one snapshot.
-        let iter =
-            (range.start < range.end).then(|| self.inner.db.range(range.start.clone()..range.end.clone()));
+        // A cursor or range iterator holds the memtables and tables it started with: one
+        // snapshot.
+        let bounds = range.start.clone()..range.end.clone();
+        let source = (range.start < range.end).then(|| {
+            if options.reverse {
+                Source::Reverse(self.inner.db.range(bounds))
+            } else {
+                Source::Forward(self.inner.db.cursor(bounds))
+            }
+        });
         Ok(ListIter {
-            iter,
-            reverse: options.reverse,
+            source,
             remaining: options.limit,
             common_prefix: range.common_prefix,
             last_key: None,
