@@ -259,21 +259,24 @@ fn concurrent_readers_with_two_open_tables() {
 }
 
 #[cfg(unix)]
+/// Writes 1,500 keys into a new database at `dir`, compacts it and closes it; its tables.
+fn write_compacted(dir: &Path, options: &Options) -> Vec<TableFileInfo> {
+    let db = Db::open(dir, options.clone()).unwrap();
+    for i in 0..1500 {
+        db.put(&key(i), format!("value {i} {}", "z".repeat(40)).as_bytes()).unwrap();
+    }
+    db.compact().unwrap();
+    let files = db.table_files();
+    db.close().unwrap();
+    files
+}
+
 #[test]
 fn a_table_damaged_while_closed_is_a_corruption_when_reopened() {
     let root = tempfile::tempdir().unwrap();
     let dir = root.path().join("db");
     let options = options(2);
-    let files = {
-        let db = Db::open(&dir, options.clone()).unwrap();
-        for i in 0..1500 {
-            db.put(&key(i), format!("value {i} {}", "z".repeat(40)).as_bytes()).unwrap();
-        }
-        db.compact().unwrap();
-        let files = db.table_files();
-        db.close().unwrap();
-        files
-    };
+    let files = write_compacted(&dir, &options);
     assert!(files.len() >= 4);
     let db = Db::open(&dir, options).unwrap();
     let victim = &files[files.len() / 2];
@@ -375,16 +378,7 @@ fn an_index_damaged_under_an_open_table_is_a_corruption_when_reloaded() {
     let dir = root.path().join("db");
     let mut options = tiny_block_cache(true);
     options.sync_mode = SyncMode::Buffered; // no fdatasync per put: the test is about reads
-    let files = {
-        let db = Db::open(&dir, options.clone()).unwrap();
-        for i in 0..1500 {
-            db.put(&key(i), format!("value {i} {}", "z".repeat(40)).as_bytes()).unwrap();
-        }
-        db.compact().unwrap();
-        let files = db.table_files();
-        db.close().unwrap();
-        files
-    };
+    let files = write_compacted(&dir, &options);
     assert!(files.len() >= 8);
     let db = Db::open(&dir, options).unwrap();
     let victim = &files[files.len() - 2];
