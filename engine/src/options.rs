@@ -74,16 +74,20 @@ pub struct Options {
     /// Block cache capacity in bytes (default 32 MiB).
     pub block_cache_bytes: usize,
     /// Most tables kept open (default 1000; `usize::MAX` for no limit). Each open table
-    /// holds a file descriptor and its index and filter blocks in memory; a table not open
-    /// is opened again when a read needs it, evicting the least recently used one. Tables
-    /// that readers are using stay open beyond the limit until they finish.
+    /// holds a file descriptor (and, without `cache_index_and_filter_blocks`, its index
+    /// and filter blocks); a table not open is opened again when a read needs it, evicting
+    /// the least recently used one. Every table is verified in full when the database
+    /// opens it or writes it; a reopen reads only its footer, metaindex and properties
+    /// when index and filter live in the block cache, and those two blocks are read again
+    /// (checksum verified) only if the cache no longer holds them. Tables that readers are
+    /// using stay open beyond the limit until they finish.
     pub max_open_files: usize,
     /// Keep open tables' index and filter blocks in the block cache (default true):
     /// charged to `block_cache_bytes`, evicted like data blocks (after them, see
     /// [`stampkv_sstable::BlockCache`]) and read again, checksum verified, when next needed.
     /// An open table then holds only a few hundred bytes, so memory no longer grows with
     /// the number of open tables. `false` pins them for as long as the table is open
-    /// (about 1.3 MiB per 64 MiB table): no rereads, memory up to `max_open_files` times that.
+    /// (about 2% of the table: 0.3 MiB for a 16 MiB table): no rereads, memory up to `max_open_files` times that.
     pub cache_index_and_filter_blocks: bool,
     /// Level-0 file count that triggers compaction (default 4).
     pub l0_compaction_trigger: usize,
@@ -91,7 +95,11 @@ pub struct Options {
     pub l0_slowdown_trigger: usize,
     /// Level-0 file count at which writes stop until compaction catches up (default 20).
     pub l0_stop_trigger: usize,
-    /// Size at which compaction output files are cut (default 64 MiB).
+    /// Size at which compaction output files are cut (default 16 MiB). Smaller tables
+    /// mean smaller index and filter blocks: when those do not all fit in the block cache
+    /// (beyond about 50 times `block_cache_bytes` of data), a lookup that misses rereads
+    /// one table's index or filter, about 2% of `target_file_size`. Larger tables mean
+    /// fewer files (see `max_open_files`).
     pub target_file_size: u64,
     /// Target size of level 1 (default 256 MiB); each deeper level is `level_size_ratio`
     /// times larger. With `dynamic_level_bytes`, the target of the base level, the level
@@ -134,7 +142,7 @@ impl Default for Options {
             l0_compaction_trigger: 4,
             l0_slowdown_trigger: 12,
             l0_stop_trigger: 20,
-            target_file_size: 64 << 20,
+            target_file_size: 16 << 20,
             level1_target_bytes: 256 << 20,
             level_size_ratio: 10,
             dynamic_level_bytes: true,

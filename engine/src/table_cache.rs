@@ -171,22 +171,53 @@ impl TableCache {
         &self.shards[index]
     }
 
-    /// The open table of file `number`, opened (and cached) if the cache does not hold it.
+    /// The open table of file `number`, opened again (and cached) if the cache does not
+    /// hold it. The table must have been opened once before through
+    /// [`TableCache::open_verified`] or [`TableCache::open_file`], which verified its
+    /// index and filter: with index and filter blocks in the block cache, a reopen reads
+    /// only footer, metaindex and properties, and leaves the index and filter to be read
+    /// (checksum verified) when a lookup needs them, if the block cache no longer has them.
     pub fn get(&self, number: u64) -> Result<Arc<Table>> {
         if let Some(table) = self.shard(number).lock().lookup(number) {
             return Ok(table);
         }
+        let placement = match self.placement {
+            IndexFilterPlacement::BlockCache => IndexFilterPlacement::BlockCacheOnFirstUse,
+            other => other,
+        };
+        self.open_path(number, placement)
+    }
+
+    /// Opens table `number` (verifying its footer, index, filter and properties) unless
+    /// the cache holds it open, and caches it.
+    pub fn open_verified(&self, number: u64) -> Result<Arc<Table>> {
+        if let Some(table) = self.shard(number).lock().lookup(number) {
+            return Ok(table);
+        }
+        self.open_path(number, self.placement)
+    }
+
+    fn open_path(&self, number: u64, placement: IndexFilterPlacement) -> Result<Arc<Table>> {
         let path = filename::table_path(&self.dir, number);
         let file = self.fs.open(&path).map_err(|e| open_error(&path, e))?;
-        self.open_file(number, file)
+        self.open_with(number, file, placement)
     }
 
     /// Opens table `number` from an open file (verifying its footer, index, filter and
     /// properties) and caches it.
     pub fn open_file(&self, number: u64, file: Arc<dyn FsFile>) -> Result<Arc<Table>> {
+        self.open_with(number, file, self.placement)
+    }
+
+    fn open_with(
+        &self,
+        number: u64,
+        file: Arc<dyn FsFile>,
+        placement: IndexFilterPlacement,
+    ) -> Result<Arc<Table>> {
         let name = filename::table_path(&self.dir, number).display().to_string();
         let file: Arc<dyn ReadAt> = Arc::new(CountedFile::new(file, self.open_files.clone()));
-        let table = Table::open_with(file, number, name, Some(self.block_cache.clone()), self.placement)?;
+        let table = Table::open_with(file, number, name, Some(self.block_cache.clone()), placement)?;
         let mut dropped = Vec::new();
         let table = self.shard(number).lock().insert(number, table, &mut dropped);
         drop(dropped);

@@ -27,6 +27,13 @@ pub enum IndexFilterPlacement {
     /// checksum verified, when next needed. The table itself then holds only its
     /// footer-derived handles and properties. Without a cache, the same as `Pinned`.
     BlockCache,
+    /// Like `BlockCache`, but open reads neither block: each is read (checksum verified)
+    /// when a lookup first needs it, or taken from the cache if an earlier open of the
+    /// same table id left it there. Opening costs the footer, metaindex and properties
+    /// reads only. Meant for reopening a table that an earlier `Pinned` or `BlockCache`
+    /// open verified, such as one a table cache closed to stay within its file limit.
+    /// Without a cache, the same as `Pinned`.
+    BlockCacheOnFirstUse,
 }
 
 /// How the table holds its index and filter.
@@ -80,7 +87,8 @@ impl Table {
 
     /// [`Table::open`] with the index and filter kept as `placement` says. With
     /// [`IndexFilterPlacement::BlockCache`] (and a cache) they are still read and verified
-    /// here, then inserted into the cache instead of being kept by the table.
+    /// here, then inserted into the cache instead of being kept by the table; with
+    /// [`IndexFilterPlacement::BlockCacheOnFirstUse`] (and a cache) they are not read here.
     pub fn open_with(
         file: Arc<dyn ReadAt>,
         table_id: u64,
@@ -90,7 +98,8 @@ impl Table {
     ) -> Result<Arc<Table>, TableError> {
         let file_size = file.size().map_err(|e| TableError::read_error(&name, 0, e))?;
         let footer = read_footer(&*file, &name, file_size)?;
-        let index = read_index(&*file, &name, footer.index, file_size)?;
+        let deferred = cache.is_some() && placement == IndexFilterPlacement::BlockCacheOnFirstUse;
+        let index = if deferred { None } else { Some(read_index(&*file, &name, footer.index, file_size)?) };
         let meta = read_metaindex(&*file, &name, footer)?;
         let meta_start = footer.metaindex.offset;
         let props_bytes = read_block(&*file, &name, meta.properties, meta_start)?;
@@ -98,8 +107,8 @@ impl Table {
         let props_block = Block::new(props_bytes).map_err(props_corrupt)?;
         let properties = TableProperties::decode(&props_block).map_err(|r| props_corrupt(&r))?;
         let filter = match meta.filter {
-            Some(handle) => Some(read_filter(&*file, &name, handle, meta_start)?),
-            None => None,
+            Some(handle) if !deferred => Some(read_filter(&*file, &name, handle, meta_start)?),
+            _ => None,
         };
         let data_end = meta.filter.map_or(meta.properties.offset, |f| f.offset.min(meta.properties.offset));
         let trailer = BLOCK_TRAILER_LEN as u64;
@@ -112,8 +121,8 @@ impl Table {
             let reason = "properties disagree with the file layout";
             return Err(TableError::corruption(&name, meta.properties.offset, reason));
         }
-        let meta_blocks = match (&cache, placement) {
-            (Some(cache), IndexFilterPlacement::BlockCache) => {
+        let meta_blocks = match (&cache, index) {
+            (Some(cache), Some(index)) if placement != IndexFilterPlacement::Pinned => {
                 // Verified above; cached now, since it is read anyway.
                 cache.insert(table_id, footer.index.offset, Cached::Index(Arc::new(index)));
                 if let (Some(handle), Some(filter)) = (meta.filter, filter) {
@@ -121,7 +130,15 @@ impl Table {
                 }
                 MetaBlocks::Cached(Arc::clone(cache))
             }
-            _ => MetaBlocks::Pinned { index: Arc::new(index), filter },
+            (_, Some(index)) => MetaBlocks::Pinned { index: Arc::new(index), filter },
+            // Deferred (only ever with a cache): read on first use.
+            (_, None) => match &cache {
+                Some(cache) => MetaBlocks::Cached(Arc::clone(cache)),
+                None => MetaBlocks::Pinned {
+                    index: Arc::new(read_index(&*file, &name, footer.index, file_size)?),
+                    filter: None,
+                },
+            },
         };
         Ok(Arc::new(Table {
             file,

@@ -145,7 +145,7 @@ impl TableEnv {
     /// Opens a table the manifest lists (verifying it; the table cache keeps it open
     /// while it has room).
     pub fn open_existing(&self, desc: FileDesc) -> Result<Arc<TableFile>> {
-        let table = self.table_cache.get(desc.number)?;
+        let table = self.table_cache.open_verified(desc.number)?;
         Ok(self.live_file(desc, &table))
     }
 

@@ -120,7 +120,7 @@ const FILE_WRITER_BUFFER_BYTES: usize = 256 * 1024;
 
 /// A table writer asks the OS to start writing back each MiB it has written
 /// ([`FsFile::start_writeback`]; RocksDB's `bytes_per_sync`), so that the `fdatasync` that
-/// finishes a 64 MiB table does not find it all still in memory, and a compaction's output
+/// finishes a table does not find it all still in memory, and a compaction's output
 /// reaches the disk as a steady stream rather than in bursts that hold up WAL writes.
 const FILE_WRITEBACK_BYTES: u64 = 1 << 20;
 

@@ -7,7 +7,8 @@
 //! - 1, damaged: entries from the input (shared prefixes, many versions per key, trailers up
 //!   to `u64::MAX`, empty and multi-block values, random or repeating so that they compress)
 //!   are built into a table with tiny blocks and restart intervals (bloom filter, LZ4 block
-//!   compression or not; a tiny block cache holding the index and filter too, or none),
+//!   compression or not; a tiny block cache holding the index and filter too, read at
+//!   open or only on first use, or none),
 //!   then damaged in place
 //!   (byte changes, zeroed ranges, a block copied over another, truncation). Every read —
 //!   open, forward and reverse scans, gets, seeks with `next`/`prev` from there — returns
@@ -56,10 +57,16 @@ fn order(a_key: &[u8], a_trailer: u64, b_key: &[u8], b_trailer: u64) -> Ordering
 
 /// Opens a table; with `cache`, its index and filter go through a block cache small enough
 /// that data blocks evict them (or that they never fit), so reads reload and re-decode them.
-fn open(bytes: Vec<u8>, cache: bool) -> Result<Arc<Table>, TableError> {
+/// With `on_first_use`, open reads neither index nor filter, and the first lookup that
+/// needs one reads (and decodes) it.
+fn open(bytes: Vec<u8>, cache: bool, on_first_use: bool) -> Result<Arc<Table>, TableError> {
     let file: Arc<dyn ReadAt> = Arc::new(bytes);
     let cache = cache.then(|| Arc::new(BlockCache::new(4 << 10)));
-    Table::open_with(file, 7, "fuzz.sst".into(), cache, IndexFilterPlacement::BlockCache)
+    let placement = match on_first_use {
+        true => IndexFilterPlacement::BlockCacheOnFirstUse,
+        false => IndexFilterPlacement::BlockCache,
+    };
+    Table::open_with(file, 7, "fuzz.sst".into(), cache, placement)
 }
 
 fn current(it: &TableIter) -> Option<Entry> {
@@ -87,7 +94,9 @@ fn read_anything(bytes: Vec<u8>, probes: &[&[u8]], resealed: bool) {
             );
         }
     };
-    let table = match open(bytes, resealed) {
+    // Odd lengths defer the index and filter to their first use.
+    let on_first_use = bytes.len() % 2 == 1;
+    let table = match open(bytes, resealed, on_first_use) {
         Ok(table) => table,
         Err(e) => return check(&e),
     };
@@ -237,6 +246,8 @@ struct Spec {
     restart_interval: u8,
     bloom: bool,
     cache: bool,
+    /// Open without reading index and filter (`BlockCacheOnFirstUse`; with `cache` only).
+    on_first_use: bool,
     /// LZ4-compress data blocks (those that shrink by more than 1/8).
     compress: bool,
     property: Option<Vec<u8>>,
@@ -400,7 +411,7 @@ impl Checker<'_> {
     }
 
     fn run(&self, spec: &Spec) {
-        let table = match open(self.file.to_vec(), spec.cache) {
+        let table = match open(self.file.to_vec(), spec.cache, spec.on_first_use) {
             Ok(table) => table,
             Err(e) => return self.error(&e, "open"),
         };
@@ -583,6 +594,7 @@ mod tests {
             restart_interval: 3,
             bloom: true,
             cache: true,
+            on_first_use: false,
             compress,
             property: None,
             entries,
@@ -613,6 +625,8 @@ mod tests {
                 let at = (at + offset) as u32;
                 structured(spec(true, vec![Damage::Xor { at, mask }]), false);
                 structured(spec(true, vec![Damage::Xor { at, mask }]), true);
+                let deferred = Spec { on_first_use: true, ..spec(true, vec![Damage::Xor { at, mask }]) };
+                structured(deferred, false);
             }
             structured(spec(true, vec![Damage::Set { at: at as u32, byte: 0xff }]), true);
         }

@@ -317,3 +317,94 @@ fn a_pass_without_caching_uses_cached_blocks_but_adds_none() {
     assert!(hits > hits_before + 50, "{} hits", hits - hits_before);
     assert_eq!(cache.usage_bytes(), filled);
 }
+
+/// A file that counts the bytes read from it.
+struct Counted {
+    inner: Arc<Mutable>,
+    bytes_read: std::sync::atomic::AtomicU64,
+}
+
+impl ReadAt for Counted {
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.bytes_read.fetch_add(buf.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        self.inner.read_exact_at(buf, offset)
+    }
+
+    fn size(&self) -> io::Result<u64> {
+        self.inner.size()
+    }
+}
+
+fn open_on_first_use(file: Arc<Counted>, cache: &Arc<BlockCache>) -> Arc<Table> {
+    let placement = IndexFilterPlacement::BlockCacheOnFirstUse;
+    Table::open_with(file, 1, "table-1.sst".into(), Some(cache.clone()), placement).unwrap()
+}
+
+#[test]
+fn an_open_on_first_use_reads_index_and_filter_only_when_a_lookup_needs_them() {
+    let cache = Arc::new(BlockCache::new(1 << 20));
+    let entries = entries(0, 600);
+    let v = victim(&entries, &cache);
+    let p = v.table.properties().clone();
+    let counted = |v: &Victim| Arc::new(Counted { inner: v.file.clone(), bytes_read: Default::default() });
+
+    // Reopened while the first open's index and filter are cached: open reads only the
+    // footer, metaindex and properties, and lookups read nothing more than data blocks.
+    let file = counted(&v);
+    let table = open_on_first_use(file.clone(), &cache);
+    let opened = file.bytes_read.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(opened < 1024 && opened < p.index_bytes && opened < p.filter_bytes, "open read {opened} bytes");
+    let before = cache.counters();
+    for (user, trailer, value) in entries.iter().step_by(7) {
+        assert_eq!(table.get(user, *trailer).unwrap(), Some((*trailer, value.clone())));
+    }
+    let after = cache.counters();
+    assert_eq!((after.index_misses, after.filter_misses), (before.index_misses, before.filter_misses));
+
+    // In a cache that never saw the table: open still reads neither block; the first
+    // lookups read each once, verified, and the answers are the same.
+    let fresh = Arc::new(BlockCache::new(1 << 20));
+    let file = counted(&v);
+    let table = open_on_first_use(file.clone(), &fresh);
+    assert!(file.bytes_read.load(std::sync::atomic::Ordering::Relaxed) < 1024);
+    assert_eq!(table.get(b"t000-key-000001", u64::MAX).unwrap(), None);
+    let c = fresh.counters();
+    assert_eq!((c.filter_misses, c.index_misses), (1, 0), "an absent key needs only the filter: {c:?}");
+    for (user, trailer, value) in entries.iter().step_by(5) {
+        assert_eq!(table.get(user, *trailer).unwrap(), Some((*trailer, value.clone())));
+    }
+    let c = fresh.counters();
+    assert_eq!((c.filter_misses, c.index_misses), (1, 1), "{c:?}");
+    let mut it = table.iter();
+    it.seek_to_first().unwrap();
+    let mut n = 0;
+    while it.valid() {
+        assert_eq!(it.user_key(), &entries[n].0[..]);
+        n += 1;
+        it.next().unwrap();
+    }
+    assert_eq!(n, entries.len());
+}
+
+#[test]
+fn an_open_on_first_use_finds_damage_when_the_blocks_are_first_read() {
+    let cache = Arc::new(BlockCache::new(1 << 20));
+    let entries = entries(0, 150);
+    let v = victim(&entries, &cache);
+    let (user, trailer, _) = &entries[40];
+    v.file.0.write().unwrap()[v.index_offset as usize + 20] ^= 0x10;
+    v.file.0.write().unwrap()[v.filter_offset as usize + 7] ^= 0x01;
+    // The open itself reads neither damaged block and succeeds; every lookup that needs
+    // one reports corruption at its offset instead of returning data.
+    let fresh = Arc::new(BlockCache::new(1 << 20));
+    let file = Arc::new(Counted { inner: v.file.clone(), bytes_read: Default::default() });
+    let table = open_on_first_use(file, &fresh);
+    assert_corruption_at(table.get(user, *trailer), v.filter_offset);
+    assert_corruption_at(table.iter().seek_to_first(), v.index_offset);
+    // Damage in what open does read (the footer) still fails the open.
+    let len = v.file.0.read().unwrap().len();
+    v.file.0.write().unwrap()[len - 2] ^= 0x40;
+    let file = Arc::new(Counted { inner: v.file.clone(), bytes_read: Default::default() });
+    let placement = IndexFilterPlacement::BlockCacheOnFirstUse;
+    assert!(Table::open_with(file, 1, "table-1.sst".into(), Some(fresh), placement).is_err());
+}
