@@ -261,7 +261,7 @@ impl BenchEngine for StampkvEngine {
     fn report(&self) -> String {
         let stats = self.db.stats();
         format!(
-            "write-amp {:.2}, files/level {:?}, level targets MiB {:?}, stalls {} ({} ms, longest {} ms), tables {:.1} MiB ({:.1} MiB uncompressed, ratio {:.2}), open tables {} (index+filter {} KiB), index/filter cache hits/misses {:?}",
+            "write-amp {:.2}, files/level {:?}, level targets MiB {:?}, stalls {} ({} ms, longest {} ms), tables {:.1} MiB ({:.1} MiB uncompressed, ratio {:.2}), open tables {} (index+filter {} KiB), index/filter cache hits/misses {:?}, heap trims {} ({} ms)",
             stats.write_amplification(),
             stats.files_per_level,
             stats.level_target_bytes.map(|b| b >> 20),
@@ -273,7 +273,9 @@ impl BenchEngine for StampkvEngine {
             stats.table_bytes as f64 / stats.table_bytes_uncompressed.max(1) as f64,
             stats.open_tables,
             stats.pinned_table_bytes >> 10,
-            stats.block_cache_index_filter_hits_misses
+            stats.block_cache_index_filter_hits_misses,
+            stats.heap_trims,
+            stats.heap_trim_micros / 1000
         )
     }
 }

@@ -70,6 +70,7 @@ mod db;
 mod error;
 mod filename;
 pub mod fs;
+mod heap_trim;
 mod invariants;
 mod iter;
 mod key;

@@ -82,6 +82,12 @@ pub struct Options {
     /// (checksum verified) only if the cache no longer holds them. Tables that readers are
     /// using stay open beyond the limit until they finish.
     pub max_open_files: usize,
+    /// Hand memory the allocator keeps after it was freed back to the OS (default true):
+    /// with glibc, the compaction thread calls `malloc_trim` at most once a second, when
+    /// block cache misses or compactions freed memory since the last call (`Stats::heap_trims`,
+    /// `heap_trim_micros`). Without it, the holes the block cache's churn leaves in
+    /// glibc's per-thread heaps stay resident. No effect with other allocators or platforms.
+    pub release_freed_memory: bool,
     /// Keep open tables' index and filter blocks in the block cache (default true):
     /// charged to `block_cache_bytes`, evicted like data blocks (after them, see
     /// [`stampkv_sstable::BlockCache`]) and read again, checksum verified, when next needed.
@@ -139,6 +145,7 @@ impl Default for Options {
             block_cache_bytes: 32 << 20,
             max_open_files: 1000,
             cache_index_and_filter_blocks: true,
+            release_freed_memory: true,
             l0_compaction_trigger: 4,
             l0_slowdown_trigger: 12,
             l0_stop_trigger: 20,

@@ -72,6 +72,10 @@ pub struct Stats {
     pub stalls: u64,
     /// Writes delayed by 1 ms because level 0 had many files.
     pub slowdowns: u64,
+    /// Times freed heap memory was handed back to the OS (`Options::release_freed_memory`).
+    pub heap_trims: u64,
+    /// Microseconds those took in all (on the compaction thread).
+    pub heap_trim_micros: u64,
     /// Table files per level.
     pub files_per_level: [usize; NUM_LEVELS],
     /// Table bytes per level.

@@ -463,3 +463,44 @@ fn compactions_leave_the_blocks_they_read_out_of_the_block_cache() {
     }
     assert!(db.stats().block_cache_bytes > stats.block_cache_bytes + (100 << 10), "{:?}", db.stats());
 }
+
+/// Reads that miss a tiny block cache while the compaction thread runs: with
+/// `release_freed_memory` it hands freed heap memory back (glibc only), at most once a
+/// second; without it, never.
+#[test]
+fn block_cache_churn_is_followed_by_a_heap_trim_only_with_the_option_on() {
+    let trims = |release: bool| {
+        let fs = MemFs::new();
+        let mut options = tiny_block_cache(true);
+        options.background = BackgroundMode::Threads;
+        options.release_freed_memory = release;
+        let db = Db::open_with_fs(Arc::new(fs), DIR, options).unwrap();
+        for i in 0..1500 {
+            db.put(&key(i), format!("value {i} {}", "t".repeat(60)).as_bytes()).unwrap();
+        }
+        db.flush().unwrap();
+        let start = std::time::Instant::now();
+        let mut rng = Rng::new(3);
+        // Long enough for two trim intervals; stop early once a trim is seen.
+        while start.elapsed() < std::time::Duration::from_millis(2500) && db.stats().heap_trims == 0 {
+            for _ in 0..200 {
+                assert!(db.get(&key(rng.below(1500))).unwrap().is_some());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert!(db.stats().block_cache_hits_misses.1 > 100, "the reads did not miss the cache");
+        let stats = db.stats();
+        db.close().unwrap();
+        (stats.heap_trims, start.elapsed())
+    };
+    let (off, _) = trims(false);
+    assert_eq!(off, 0, "trimmed with the option off");
+    let (on, elapsed) = trims(true);
+    if cfg!(all(target_os = "linux", target_env = "gnu")) {
+        assert!(on >= 1, "no trim in {elapsed:?}");
+        // At most one per second since open (the first is due one second after open).
+        assert!(on <= elapsed.as_secs(), "{on} trims in {elapsed:?}");
+    } else {
+        assert_eq!(on, 0);
+    }
+}

@@ -325,6 +325,7 @@ pub(crate) fn compact_while_needed(inner: &DbInner) -> Result<()> {
         // After releasing the compaction lock: waking writers takes the commit lock,
         // which comes first in the lock order.
         inner.notify_room();
+        inner.trim_heap_if_due();
     }
 }
 

@@ -155,6 +155,8 @@ pub(crate) struct DbInner {
     poisoned: AtomicBool,
     poison_reason: OrderedMutex<Option<String>>,
     pub counters: Counters,
+    /// Returns freed heap memory to the OS (`Options::release_freed_memory`).
+    pub heap_trimmer: crate::heap_trim::HeapTrimmer,
     pub recovery: RecoveryReport,
     lock: OrderedMutex<Option<Box<dyn FsLock>>>,
 }
@@ -421,6 +423,16 @@ impl DbInner {
         }
     }
 
+    /// Hands freed heap memory back to the OS if the option is on and a trim is due.
+    pub fn trim_heap_if_due(&self) {
+        if self.options.release_freed_memory {
+            let (_, misses) = self.block_cache.hit_stats();
+            let churn =
+                misses.wrapping_add(self.counters.compactions.load(std::sync::atomic::Ordering::Relaxed));
+            self.heap_trimmer.trim_if_due(churn);
+        }
+    }
+
     pub fn request_flush(&self) {
         self.work.lock().flush_pending = true;
         self.work_cv.notify_all();
@@ -439,6 +451,7 @@ impl DbInner {
     fn stats(&self) -> Stats {
         let mut stats = Stats::default();
         stats.fill_counters(&self.counters);
+        (stats.heap_trims, stats.heap_trim_micros) = self.heap_trimmer.counts();
         let wal = self.wal.stats();
         stats.wal_bytes_written = wal.bytes_written;
         stats.wal_syncs = wal.syncs;

@@ -127,6 +127,7 @@ pub(crate) fn open(fs: Arc<dyn Fs>, dir: &Path, options: Options) -> Result<DbIn
         poisoned: AtomicBool::new(false),
         poison_reason: OrderedMutex::new(LockRank::PoisonReason, None),
         counters: Counters::default(),
+        heap_trimmer: crate::heap_trim::HeapTrimmer::new(),
         recovery: RecoveryReport { last_sequence: last_seq, ..report },
         lock: OrderedMutex::new(LockRank::FileLock, Some(lock)),
     })
