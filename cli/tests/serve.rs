@@ -224,7 +224,12 @@ fn sigterm_lets_in_flight_commits_finish_and_closes_cleanly() {
     let acked: Vec<Vec<u64>> = writers.into_iter().map(|w| w.join().unwrap()).collect();
     let status = serving.child.wait().unwrap();
     assert!(status.success(), "the server exited with {status}");
-    let log: Vec<String> = serving.log.try_iter().collect();
+    // The log reader thread may still be forwarding the last lines: read until it ends
+    // (the server's stderr closed) or 10 s pass.
+    let mut log = Vec::new();
+    while let Ok(line) = serving.log.recv_timeout(Duration::from_secs(10)) {
+        log.push(line);
+    }
     assert!(log.iter().any(|l| l.contains("msg=\"stopped\"")), "no clean stop in the log: {log:?}");
 
     let kv = Kv::open(dir.path(), KvOptions::default()).unwrap();
