@@ -40,9 +40,18 @@ pub struct Options {
     pub create_if_missing: bool,
     /// Fail if the database already exists (default false).
     pub error_if_exists: bool,
-    /// Memtable size at which it is frozen and flushed (default 64 MiB).
+    /// Memtable size at which it is frozen (default 32 MiB). Small enough that most of
+    /// the skiplist a put searches stays in the CPU caches; level-0 tables are
+    /// `memtables_per_flush` times larger.
     pub write_buffer_size: usize,
-    /// Frozen memtables waiting for flush before writes stall (default 2).
+    /// Frozen memtables written together into one level-0 table (default 2; RocksDB's
+    /// `min_write_buffer_number_to_merge`). A flush starts once this many are frozen (or
+    /// when [`Db::flush`](crate::Db::flush) asks for one) and takes every frozen memtable,
+    /// so that level-0 tables, and with them the work of compacting level 0, stay as large
+    /// as with one memtable of `write_buffer_size × memtables_per_flush`.
+    pub memtables_per_flush: usize,
+    /// Frozen memtables waiting for flush before writes stall (default 4; at least
+    /// `memtables_per_flush`).
     pub max_immutable_memtables: usize,
     /// Durability of commits (default [`SyncMode::Always`]).
     pub sync_mode: SyncMode,
@@ -134,8 +143,9 @@ impl Default for Options {
         Options {
             create_if_missing: true,
             error_if_exists: false,
-            write_buffer_size: 64 << 20,
-            max_immutable_memtables: 2,
+            write_buffer_size: 32 << 20,
+            memtables_per_flush: 2,
+            max_immutable_memtables: 4,
             sync_mode: SyncMode::Always,
             wal_preallocate_bytes: 1 << 20,
             wal_bytes_per_sync: 1 << 20,
@@ -164,6 +174,8 @@ impl std::fmt::Debug for Options {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Options")
             .field("write_buffer_size", &self.write_buffer_size)
+            .field("memtables_per_flush", &self.memtables_per_flush)
+            .field("max_immutable_memtables", &self.max_immutable_memtables)
             .field("sync_mode", &self.sync_mode)
             .field("wal_bytes_per_sync", &self.wal_bytes_per_sync)
             .field("background", &self.background)
@@ -179,6 +191,8 @@ impl Options {
     pub fn tiny_for_tests() -> Self {
         Options {
             write_buffer_size: 4 << 10,
+            memtables_per_flush: 2,
+            max_immutable_memtables: 3,
             wal_preallocate_bytes: 8 << 10,
             table: TableOptions { block_size: 256, restart_interval: 4, ..TableOptions::default() },
             block_cache_bytes: 64 << 10,
@@ -218,6 +232,9 @@ impl Options {
         }
         if self.level_size_ratio < 2 || self.target_file_size < 1024 || self.level1_target_bytes < 1024 {
             return Err("level sizes are too small".into());
+        }
+        if self.memtables_per_flush == 0 || self.max_immutable_memtables < self.memtables_per_flush {
+            return Err("need 1 <= memtables_per_flush <= max_immutable_memtables".into());
         }
         if self.max_open_files == 0 {
             return Err("max_open_files must be at least 1".into());

@@ -380,7 +380,7 @@ fn statistics_report_levels_and_write_amplification() {
 
 #[test]
 fn writes_stall_instead_of_growing_memory_without_bound() {
-    let options = Options { max_immutable_memtables: 1, ..Options::tiny_for_tests() };
+    let options = Options { max_immutable_memtables: 1, memtables_per_flush: 1, ..Options::tiny_for_tests() };
     let db = Db::open_in_memory(options.clone()).unwrap();
     let mut peak = 0;
     for i in 0..5_000u32 {
@@ -509,4 +509,80 @@ fn compression_follows_the_level_written() {
     assert!(uncompressed > written * 3 / 2, "{written} {uncompressed}");
     assert_eq!(stats.files_per_level[0], 0);
     assert!(stats.table_bytes_uncompressed > stats.table_bytes * 3 / 2, "{stats:?}");
+}
+
+#[test]
+fn frozen_memtables_wait_for_a_full_flush_and_are_merged_into_one_table() {
+    let options = Options {
+        memtables_per_flush: 3,
+        max_immutable_memtables: 3,
+        // No level-0 compaction, so that level 0 shows each flush's table.
+        l0_compaction_trigger: 50,
+        l0_slowdown_trigger: 50,
+        l0_stop_trigger: 50,
+        ..tiny_inline()
+    };
+    let fs = MemFs::new();
+    let db = Db::open_with_fs(Arc::new(fs.clone()), "/m", options.clone()).unwrap();
+    let mut model = std::collections::BTreeMap::new();
+    let mut most_frozen = 0;
+    let mut i = 0u32;
+    while db.stats().flushes == 0 {
+        // Keys repeat every 40 puts, so later memtables overwrite and delete keys of earlier ones.
+        let key = format!("k{:03}", i % 40).into_bytes();
+        if i % 7 == 3 {
+            db.delete(&key).unwrap();
+            model.remove(&key);
+        } else {
+            let value = format!("v{i}-{}", "x".repeat(60)).into_bytes();
+            db.put(&key, &value).unwrap();
+            model.insert(key, value);
+        }
+        let stats = db.stats();
+        if stats.flushes == 0 {
+            assert_eq!(stats.files_per_level[0], 0, "a table appeared before three memtables were frozen");
+            most_frozen = most_frozen.max(stats.immutable_memtables);
+        }
+        i += 1;
+        assert!(i < 10_000, "no flush happened");
+    }
+    assert_eq!(most_frozen, 2, "frozen memtables should wait until there are three");
+    let stats = db.stats();
+    assert_eq!((stats.flushes, stats.files_per_level[0], stats.immutable_memtables), (1, 1, 0));
+    let expected: Vec<_> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    assert_eq!(collect(db.iter()), expected);
+
+    // A frozen memtable short of a full flush is written when asked to.
+    for j in 0..60u32 {
+        let key = format!("k{:03}", j % 40).into_bytes();
+        let value = format!("w{j}").into_bytes();
+        db.put(&key, &value).unwrap();
+        model.insert(key, value);
+    }
+    db.flush().unwrap();
+    let stats = db.stats();
+    assert_eq!((stats.flushes, stats.immutable_memtables, stats.files_per_level[0]), (2, 0, 2), "{stats:?}");
+    let expected: Vec<_> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    assert_eq!(collect(db.iter()), expected);
+    drop(db);
+    let db = Db::open_with_fs(Arc::new(fs), "/m", options).unwrap();
+    assert_eq!(collect(db.iter()), expected);
+}
+
+#[test]
+fn flush_writes_frozen_memtables_short_of_a_full_flush_with_background_threads() {
+    let options = Options { memtables_per_flush: 3, max_immutable_memtables: 3, ..Options::tiny_for_tests() };
+    let db = Db::open_in_memory(options).unwrap();
+    let mut i = 0u32;
+    // One frozen memtable, which waits for two more before the flush thread takes it.
+    while db.stats().immutable_memtables == 0 {
+        db.put(format!("k{i:05}").as_bytes(), &[7u8; 50]).unwrap();
+        i += 1;
+        assert!(i < 10_000, "the memtable never froze");
+    }
+    assert_eq!(db.stats().flushes, 0);
+    db.flush().unwrap();
+    let stats = db.stats();
+    assert_eq!((stats.immutable_memtables, stats.flushes), (0, 1), "{stats:?}");
+    assert_eq!(db.iter().count(), i as usize);
 }

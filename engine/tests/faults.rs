@@ -25,7 +25,7 @@ fn options() -> Options {
     // failures hit every kind of file operation. Inline background work makes each run
     // deterministic.
     // A small manifest limit makes manifests roll over (a rename of CURRENT) too.
-    Options { background: BackgroundMode::Inline, max_manifest_bytes: 256, ..Options::tiny_for_tests() }
+    Options { background: BackgroundMode::Inline, max_manifest_bytes: 128, ..Options::tiny_for_tests() }
 }
 
 fn key(i: u32) -> Vec<u8> {

@@ -74,7 +74,7 @@ fn report(inner: &DbInner, result: crate::Result<()>) {
 fn flush_loop(inner: &DbInner) {
     while wait_for_work(inner, |w| std::mem::take(&mut w.flush_pending)) {
         let result = (|| {
-            while inner.flush_oldest()? {
+            while inner.flush_frozen()? {
                 inner.request_compaction();
                 inner.notify_room();
             }

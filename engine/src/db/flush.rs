@@ -4,7 +4,9 @@ use super::gc::{Decision, GcFilter, GcPoint};
 use super::{DbInner, ReadState};
 use crate::filename;
 use crate::fs::{FileWriter, Fs};
+use crate::invariants::invariant;
 use crate::iter::InternalIterator;
+use crate::iter::MergingIter;
 use crate::key::{self, EntryKind};
 use crate::memtable::{Memtable, MemtableIter};
 use crate::options::compression_for_level;
@@ -172,12 +174,30 @@ impl TableEnv {
         point: GcPoint,
         number: u64,
     ) -> Result<Option<Arc<TableFile>>> {
-        if mem.is_empty() {
+        self.write_memtables(std::slice::from_ref(mem), point, number)
+    }
+
+    /// Writes the entries of several memtables, merged, to level-0 table `number`,
+    /// dropping versions no reader can see.
+    pub fn write_memtables(
+        &self,
+        mems: &[Arc<Memtable>],
+        point: GcPoint,
+        number: u64,
+    ) -> Result<Option<Arc<TableFile>>> {
+        if mems.iter().all(|mem| mem.is_empty()) {
             return Ok(None);
         }
         let mut output = self.start(number, 0)?;
         let mut filter = GcFilter::new(point);
-        let mut iter = MemtableIter::new(mem.clone());
+        let mut iter: Box<dyn InternalIterator> = match mems {
+            [mem] => Box::new(MemtableIter::new(mem.clone())),
+            _ => Box::new(MergingIter::new(
+                mems.iter()
+                    .map(|mem| Box::new(MemtableIter::new(mem.clone())) as Box<dyn InternalIterator>)
+                    .collect(),
+            )),
+        };
         iter.seek_to_first()?;
         while iter.valid() {
             // Tombstones stay: older versions may live in the levels below.
@@ -216,32 +236,46 @@ impl DbInner {
         self.tables.sync_dir()
     }
 
-    /// Flushes the oldest frozen memtable to level 0. Returns false if there was none.
-    pub(crate) fn flush_oldest(&self) -> Result<bool> {
-        let Some(imm) = self.read_state.read().imms.last().cloned() else {
+    /// Flushes every frozen memtable, merged, into one level-0 table, once at least
+    /// `memtables_per_flush` are frozen, or once any is while a [`DbInner::flush`] waits.
+    /// Returns false if it flushed nothing.
+    pub(crate) fn flush_frozen(&self) -> Result<bool> {
+        let forced = self.forced_flushes.load(Ordering::Acquire) > 0;
+        // Newest first, like `ReadState::imms`.
+        let batch = self.read_state.read().imms.clone();
+        if batch.is_empty() || (!forced && batch.len() < self.options.memtables_per_flush) {
             return Ok(false);
-        };
+        }
         if self.is_poisoned() {
             return Err(Error::Poisoned { reason: "flush stopped after an earlier failure".into() });
         }
         let number = self.next_file.fetch_add(1, Ordering::SeqCst);
-        let file = self.tables.write_memtable(&imm, self.gc_point(), number)?;
+        let file = self.tables.write_memtables(&batch, self.gc_point(), number)?;
         if file.is_some() {
             self.sync_dir()?;
         }
+        let newest = batch.first().ok_or(Error::Closed)?;
         let mut versions = self.versions.lock();
         let next_segment = {
             let state = self.read_state.read();
-            debug_assert!(state.imms.last().is_some_and(|last| Arc::ptr_eq(last, &imm)));
-            match state.imms.iter().rev().nth(1) {
-                Some(previous) => previous.wal_segment(),
+            // Only this thread removes frozen memtables, and new ones join at the front:
+            // the batch is still the oldest end of the list.
+            let kept = state.imms.len().checked_sub(batch.len());
+            invariant!(
+                kept.is_some_and(|kept| {
+                    state.imms.iter().skip(kept).zip(&batch).all(|(now, flushed)| Arc::ptr_eq(now, flushed))
+                }),
+                "flush: the frozen memtables being flushed are no longer the oldest"
+            );
+            match kept.and_then(|kept| kept.checked_sub(1)).and_then(|i| state.imms.get(i)) {
+                Some(next) => next.wal_segment(),
                 None => state.mem.wal_segment(),
             }
         };
         let added: Vec<Arc<TableFile>> = file.into_iter().collect();
         let edit = VersionEdit {
             log_number: Some(next_segment),
-            last_seq: Some(imm.sealed_seq()),
+            last_seq: Some(newest.sealed_seq()),
             added: added.iter().map(|f| (0, f.desc.clone())).collect(),
             ..VersionEdit::default()
         };
@@ -249,7 +283,7 @@ impl DbInner {
         {
             let mut state = self.read_state.write();
             let mut imms = state.imms.clone();
-            imms.pop();
+            imms.truncate(imms.len().saturating_sub(batch.len()));
             *state = Arc::new(ReadState { mem: state.mem.clone(), imms, version });
         }
         drop(versions);

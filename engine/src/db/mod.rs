@@ -141,6 +141,9 @@ pub(crate) struct DbInner {
     pub busy_commits: std::sync::atomic::AtomicUsize,
     /// WAL positions commits are waiting in `sync_to` for (group commit).
     pub parked_syncs: OrderedMutex<Vec<u64>>,
+    /// Callers of [`DbInner::flush`] waiting: while any is, a flush takes the frozen
+    /// memtables even when fewer than `memtables_per_flush`.
+    pub forced_flushes: std::sync::atomic::AtomicUsize,
     pub publish: OrderedMutex<PublishState>,
     pub publish_cv: Condvar,
     pub versions: OrderedMutex<VersionSet>,

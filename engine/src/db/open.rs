@@ -112,6 +112,7 @@ pub(crate) fn open(fs: Arc<dyn Fs>, dir: &Path, options: Options) -> Result<DbIn
         visible_seq: AtomicU64::new(last_seq),
         busy_commits: Default::default(),
         parked_syncs: OrderedMutex::new(LockRank::ParkedSyncs, Vec::new()),
+        forced_flushes: Default::default(),
         publish: OrderedMutex::new(
             LockRank::Publish,
             PublishState { applied_seq: last_seq, ..PublishState::default() },
@@ -191,11 +192,13 @@ struct Replay<'a> {
 
 impl<'a> Replay<'a> {
     fn new(tables: &'a TableEnv, next_file: &'a AtomicU64, options: &Options, last_seq: u64) -> Self {
-        let capacity = options.write_buffer_size;
+        // One memtable as large as a flush's worth: recovery writes level-0 tables of the
+        // usual size.
+        let capacity = options.write_buffer_size.saturating_mul(options.memtables_per_flush);
         Replay {
             tables,
             next_file,
-            write_buffer_size: options.write_buffer_size,
+            write_buffer_size: capacity,
             mem: Arc::new(Memtable::new(0, capacity, last_seq)),
             last_seq,
             added: Vec::new(),

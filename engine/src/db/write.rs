@@ -56,6 +56,22 @@ impl Drop for BusyCommit<'_> {
     }
 }
 
+/// Counts a [`DbInner::flush`] caller in `forced_flushes` for as long as it runs.
+struct ForcedFlush<'a>(&'a AtomicUsize);
+
+impl<'a> ForcedFlush<'a> {
+    fn enter(counter: &'a AtomicUsize) -> Self {
+        counter.fetch_add(1, Ordering::AcqRel);
+        ForcedFlush(counter)
+    }
+}
+
+impl Drop for ForcedFlush<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 /// Largest encoded batch accepted (the WAL's record limit is larger).
 pub const MAX_BATCH_BYTES: usize = 128 << 20;
 
@@ -296,6 +312,7 @@ impl DbInner {
     /// Freezes the memtable (if it holds anything) and waits until no frozen memtable is
     /// left unflushed.
     pub(crate) fn flush(&self) -> Result<()> {
+        let _forced = ForcedFlush::enter(&self.forced_flushes);
         let mut commit = self.commit.lock();
         self.check_writable(&commit)?;
         let wal_has_commits = commit.last_seq > commit.mem.base_seq();
@@ -304,6 +321,11 @@ impl DbInner {
         }
         if !self.threads_mode() {
             return self.run_inline_work();
+        }
+        // Frozen memtables may be waiting for enough company to be flushed; with this
+        // call counted in `forced_flushes`, the flush thread takes them now.
+        if !self.read_state.read().imms.is_empty() {
+            self.request_flush();
         }
         while !self.read_state.read().imms.is_empty() {
             self.check_writable(&commit)?;
@@ -316,7 +338,7 @@ impl DbInner {
     /// poisons the database, as it would from a background thread.
     pub(crate) fn run_inline_work(&self) -> Result<()> {
         let result = (|| {
-            while self.flush_oldest()? {}
+            while self.flush_frozen()? {}
             super::compaction::compact_while_needed(self)
         })();
         self.poison_on_failure(result)
