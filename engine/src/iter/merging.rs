@@ -45,39 +45,49 @@ impl MergingIter {
         key::compare(x_key, x_trailer, y_key, y_trailer)
     }
 
+    /// The ordering of a key that comes first in `direction`.
+    fn wanted(&self) -> Ordering {
+        match self.direction {
+            Direction::Forward => Ordering::Less,
+            Direction::Reverse => Ordering::Greater,
+        }
+    }
+
     /// Whether child `a` comes before child `b` in `direction` (ties go to the lower
     /// index, which the scans below visit first).
     fn ahead(&self, a: usize, b: usize) -> bool {
-        let wanted = match self.direction {
-            Direction::Forward => Ordering::Less,
-            Direction::Reverse => Ordering::Greater,
-        };
-        self.child_cmp(a, b) == wanted
+        self.child_cmp(a, b) == self.wanted()
     }
 
     /// Finds the first valid child in `direction` (the smallest going forward, the largest
-    /// in reverse), and the runner-up.
+    /// in reverse), and the runner-up. Reads each child's key once.
     fn find_best(&mut self) {
-        let mut best: Option<usize> = None;
-        let mut second: Option<usize> = None;
-        for i in 0..self.children.len() {
-            if !self.children[i].valid() {
+        let wanted = self.wanted();
+        let mut best: Option<(usize, (&[u8], u64))> = None;
+        let mut second: Option<(usize, (&[u8], u64))> = None;
+        for (i, child) in self.children.iter().enumerate() {
+            if !child.valid() {
                 continue;
             }
-            match best {
-                Some(b) if !self.ahead(i, b) => {
-                    if second.is_none_or(|s| self.ahead(i, s)) {
-                        second = Some(i);
+            let (user_key, trailer) = child.key();
+            let ahead_of = |other: &(usize, (&[u8], u64))| {
+                let (_, (other_key, other_trailer)) = *other;
+                key::compare(user_key, trailer, other_key, other_trailer) == wanted
+            };
+            match &best {
+                Some(b) if !ahead_of(b) => {
+                    if second.as_ref().is_none_or(ahead_of) {
+                        second = Some((i, (user_key, trailer)));
                     }
                 }
                 _ => {
                     second = best;
-                    best = Some(i);
+                    best = Some((i, (user_key, trailer)));
                 }
             }
         }
-        self.current = best;
-        self.runner_up = second;
+        self.current = best.map(|(i, _)| i);
+        self.runner_up = second.map(|(i, _)| i);
     }
 
     /// After the current child moved: the new best child. The other children have not
