@@ -190,14 +190,11 @@ impl TableEnv {
         }
         let mut output = self.start(number, 0)?;
         let mut filter = GcFilter::new(point);
-        let mut iter: Box<dyn InternalIterator> = match mems {
-            [mem] => Box::new(MemtableIter::new(mem.clone())),
-            _ => Box::new(MergingIter::new(
-                mems.iter()
-                    .map(|mem| Box::new(MemtableIter::new(mem.clone())) as Box<dyn InternalIterator>)
-                    .collect(),
-            )),
-        };
+        let mut iter = MergingIter::new(
+            mems.iter()
+                .map(|mem| Box::new(MemtableIter::new(mem.clone())) as Box<dyn InternalIterator>)
+                .collect(),
+        );
         iter.seek_to_first()?;
         while iter.valid() {
             // Tombstones stay: older versions may live in the levels below.
