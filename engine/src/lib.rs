@@ -65,6 +65,7 @@
 // versions, internal keys) are private so that no safe caller can reach their raw
 // pointers or break their invariants.
 mod batch;
+mod chunk_pool;
 mod clock;
 mod db;
 mod error;

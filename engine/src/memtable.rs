@@ -1,6 +1,7 @@
 //! The mutable in-memory table: a skiplist of internal keys plus bookkeeping.
 
 use crate::batch::BatchEntry;
+use crate::chunk_pool::ChunkPool;
 use crate::invariants::invariant;
 use crate::key;
 use crate::memtable_bloom::{hash_key, MemtableBloom};
@@ -36,8 +37,23 @@ impl Memtable {
     /// An empty memtable whose commits start in WAL segment `wal_segment`, after
     /// sequence number `base_seq`, expected to hold about `capacity_bytes`.
     pub fn new(wal_segment: u64, capacity_bytes: usize, base_seq: u64) -> Self {
+        Self::with_pool(wal_segment, capacity_bytes, base_seq, None)
+    }
+
+    /// The arena chunk size of a memtable of `capacity_bytes` (what its pool should keep).
+    pub fn chunk_bytes(capacity_bytes: usize) -> usize {
+        crate::skiplist::arena_chunk_bytes(capacity_bytes / 8)
+    }
+
+    /// [`Memtable::new`], with arena chunks from (and, once dropped, back to) `pool`.
+    pub fn with_pool(
+        wal_segment: u64,
+        capacity_bytes: usize,
+        base_seq: u64,
+        pool: Option<Arc<ChunkPool>>,
+    ) -> Self {
         Memtable {
-            list: SkipList::new(capacity_bytes / 8),
+            list: SkipList::with_pool(capacity_bytes / 8, pool),
             // One filter bit per 4 memtable bytes: 15 to 40 bits per typical entry, so
             // false positives are rare; 1/32 of the memtable's size in memory.
             bloom: MemtableBloom::new(capacity_bytes / 4),

@@ -27,6 +27,7 @@
     reason = "nodes live in a bump arena and are linked by atomic raw pointers, which safe Rust cannot express without a lock or reference counting on every link"
 )]
 
+use crate::chunk_pool::ChunkPool;
 use crate::invariants::invariant;
 use crate::key;
 use parking_lot::Mutex;
@@ -34,6 +35,7 @@ use std::cmp::Ordering;
 use std::mem::size_of;
 use std::ptr;
 use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering as AtomicOrdering};
+use std::sync::Arc;
 
 /// Tallest tower; with branching 4 this indexes ~16 M entries at full speed.
 pub const MAX_HEIGHT: usize = 12;
@@ -65,22 +67,30 @@ enum Chunk {
     /// From `Box::into_raw`: a raw pointer rather than a box, so that pointers into the
     /// chunk keep their provenance while the chunk list grows.
     Heap(*mut [u64]),
-    /// An anonymous mapping (page aligned, zero filled), held only to keep it mapped.
-    Mapped(#[expect(dead_code, reason = "owned so the mapping lives as long as the arena")] memmap2::MmapMut),
+    /// An anonymous mapping (page aligned, zero filled when handed out), owned so that it
+    /// stays mapped as long as the arena, then given to the pool.
+    Mapped(memmap2::MmapMut),
 }
 
-/// Bump allocator over large chunks; chunks live until the arena is dropped.
+/// Bump allocator over large chunks; chunks live until the arena is dropped (and then go
+/// to the pool, if it has one and they fit it).
 struct Arena {
     chunks: Vec<Chunk>,
     cursor: *mut u8,
     left_bytes: usize,
     chunk_bytes: usize,
+    pool: Option<Arc<ChunkPool>>,
+}
+
+/// The chunk size an arena asked for `chunk_bytes` uses.
+pub(crate) fn arena_chunk_bytes(chunk_bytes: usize) -> usize {
+    chunk_bytes.clamp(4096, 8 << 20).next_multiple_of(ALIGN)
 }
 
 impl Arena {
-    fn new(chunk_bytes: usize) -> Self {
-        let chunk_bytes = chunk_bytes.clamp(4096, 8 << 20).next_multiple_of(ALIGN);
-        Arena { chunks: Vec::new(), cursor: ptr::null_mut(), left_bytes: 0, chunk_bytes }
+    fn new(chunk_bytes: usize, pool: Option<Arc<ChunkPool>>) -> Self {
+        let chunk_bytes = arena_chunk_bytes(chunk_bytes);
+        Arena { chunks: Vec::new(), cursor: ptr::null_mut(), left_bytes: 0, chunk_bytes, pool }
     }
 
     /// Returns `bytes` of zeroed, 8-byte aligned memory valid until the arena drops.
@@ -103,6 +113,13 @@ impl Arena {
     }
 
     fn new_chunk(&mut self, bytes: usize) -> *mut u8 {
+        if let Some(mut map) = self.pool.as_ref().filter(|p| p.chunk_bytes() == bytes).and_then(|p| p.take())
+        {
+            // Zero-filled by the pool, like a fresh mapping.
+            let start = map.as_mut_ptr();
+            self.chunks.push(Chunk::Mapped(map));
+            return start;
+        }
         if bytes >= HUGE_PAGE_CHUNK_BYTES && !cfg!(miri) {
             if let Ok(mut map) = memmap2::MmapMut::map_anon(bytes) {
                 // Advice only: without huge pages the chunk works the same, just slower.
@@ -122,10 +139,15 @@ impl Arena {
 impl Drop for Arena {
     fn drop(&mut self) {
         for chunk in self.chunks.drain(..) {
-            if let Chunk::Heap(chunk) = chunk {
+            match chunk {
                 // SAFETY: every heap chunk came from `Box::into_raw` and is freed exactly
                 // once, here, when no node (and so no pointer into it) can be used any more.
-                drop(unsafe { Box::from_raw(chunk) });
+                Chunk::Heap(chunk) => drop(unsafe { Box::from_raw(chunk) }),
+                // No node can be used any more either: the pool may hand it out again.
+                Chunk::Mapped(map) => match &self.pool {
+                    Some(pool) => pool.give(map),
+                    None => drop(map),
+                },
             }
         }
     }
@@ -164,9 +186,15 @@ unsafe impl Sync for SkipList {}
 
 impl SkipList {
     /// An empty list whose arena grows in chunks of about `chunk_bytes`.
+    #[cfg(test)]
     pub fn new(chunk_bytes: usize) -> Self {
-        let mut arena = Arena::new(chunk_bytes);
-        let mut values = Arena::new(chunk_bytes);
+        Self::with_pool(chunk_bytes, None)
+    }
+
+    /// [`SkipList::new`], taking chunks from `pool` first and giving them back when dropped.
+    pub(crate) fn with_pool(chunk_bytes: usize, pool: Option<Arc<ChunkPool>>) -> Self {
+        let mut arena = Arena::new(chunk_bytes, pool.clone());
+        let mut values = Arena::new(chunk_bytes, pool);
         let head = Self::alloc_node(&mut arena, &mut values, MAX_HEIGHT, b"", 0, b"");
         SkipList {
             head,

@@ -93,6 +93,9 @@ pub struct Stats {
     pub wal_bytes_on_disk: u64,
     /// Memory of the mutable and frozen memtables.
     pub memtable_bytes: u64,
+    /// Memory of memtable arena chunks kept for the next memtables (at most what one flush
+    /// frees; released when the database goes idle).
+    pub pooled_memtable_bytes: u64,
     /// Frozen memtables waiting to be flushed.
     pub immutable_memtables: usize,
     /// Bytes held by the block cache.
@@ -138,7 +141,7 @@ impl Stats {
     /// Memory of the engine's main components: memtables, block cache, and what open tables
     /// hold outside it (`pinned_table_bytes`).
     pub fn memory_bytes(&self) -> u64 {
-        self.memtable_bytes + self.block_cache_bytes + self.pinned_table_bytes
+        self.memtable_bytes + self.pooled_memtable_bytes + self.block_cache_bytes + self.pinned_table_bytes
     }
 
     /// Bytes written to storage (WAL, flushes, compactions) per user byte; 0 before any write.

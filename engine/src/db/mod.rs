@@ -95,14 +95,18 @@ pub(crate) struct SnapshotList {
 
 /// Creates WAL segment files through the engine's [`Fs`].
 pub(crate) struct WalDir {
-    fs: Arc<dyn Fs>,
-    dir: PathBuf,
+    pub(crate) fs: Arc<dyn Fs>,
+    pub(crate) dir: PathBuf,
+    /// [`crate::Options::wal_mapped`].
+    pub(crate) mapped: bool,
 }
 
 impl SegmentDir for WalDir {
     type File = LogFileHandle;
     fn create_segment(&self, number: u64) -> io::Result<LogFileHandle> {
-        Ok(LogFileHandle(self.fs.create(&filename::wal_path(&self.dir, number))?))
+        let path = filename::wal_path(&self.dir, number);
+        let file = if self.mapped { self.fs.create_log(&path)? } else { self.fs.create(&path)? };
+        Ok(LogFileHandle(file))
     }
     fn sync_dir(&self) -> io::Result<()> {
         self.fs.sync_dir(&self.dir)
@@ -160,6 +164,8 @@ pub(crate) struct DbInner {
     pub counters: Counters,
     /// Returns freed heap memory to the OS (`Options::release_freed_memory`).
     pub heap_trimmer: crate::heap_trim::HeapTrimmer,
+    /// Arena chunks of dropped memtables, for the next ones.
+    pub chunk_pool: Arc<crate::chunk_pool::ChunkPool>,
     pub recovery: RecoveryReport,
     lock: OrderedMutex<Option<Box<dyn FsLock>>>,
 }
@@ -426,7 +432,8 @@ impl DbInner {
         }
     }
 
-    /// Hands freed heap memory back to the OS if the option is on and a trim is due.
+    /// Hands freed heap memory back to the OS if the option is on and a trim is due, and
+    /// memtable chunks pooled but unused for a while.
     pub fn trim_heap_if_due(&self) {
         if self.options.release_freed_memory {
             let (_, misses) = self.block_cache.hit_stats();
@@ -434,6 +441,7 @@ impl DbInner {
                 misses.wrapping_add(self.counters.compactions.load(std::sync::atomic::Ordering::Relaxed));
             self.heap_trimmer.trim_if_due(churn);
         }
+        self.chunk_pool.release_if_idle(crate::chunk_pool::IDLE_RELEASE);
     }
 
     pub fn request_flush(&self) {
@@ -475,6 +483,7 @@ impl DbInner {
             .chain(state.imms.iter())
             .map(|m| (m.memory_bytes() + m.filter_bytes()) as u64)
             .sum();
+        stats.pooled_memtable_bytes = self.chunk_pool.pooled_bytes() as u64;
         stats.immutable_memtables = state.imms.len();
         stats.block_cache_bytes = self.block_cache.usage_bytes() as u64;
         stats.block_cache_hits_misses = self.block_cache.hit_stats();

@@ -15,6 +15,7 @@ use super::gc::GcPoint;
 use super::lock_order::{LockRank, OrderedMutex, OrderedRwLock};
 use super::{CommitState, DbInner, PublishState, ReadState, RecoveryReport, SnapshotList, WalDir, WorkState};
 use crate::batch;
+use crate::chunk_pool::ChunkPool;
 use crate::filename::{self, FileKind};
 use crate::fs::Fs;
 use crate::key::MAX_SEQUENCE;
@@ -87,7 +88,7 @@ pub(crate) fn open(fs: Arc<dyn Fs>, dir: &Path, options: Options) -> Result<DbIn
         options.max_manifest_bytes,
     )?;
     remove_obsolete_files(&*fs, dir, &version, new_log, versions.manifest_number());
-    let wal_dir = WalDir { fs: fs.clone(), dir: dir.to_path_buf() };
+    let wal_dir = WalDir { fs: fs.clone(), dir: dir.to_path_buf(), mapped: options.wal_mapped };
     let wal = Wal::create(
         wal_dir,
         new_log,
@@ -96,7 +97,12 @@ pub(crate) fn open(fs: Arc<dyn Fs>, dir: &Path, options: Options) -> Result<DbIn
             writeback_bytes: options.wal_bytes_per_sync,
         },
     )?;
-    let mem = Arc::new(Memtable::new(new_log, options.write_buffer_size, last_seq));
+    let chunk_pool = Arc::new(ChunkPool::new(
+        Memtable::chunk_bytes(options.write_buffer_size),
+        options.write_buffer_size.saturating_mul(options.memtables_per_flush),
+    ));
+    let mem =
+        Arc::new(Memtable::with_pool(new_log, options.write_buffer_size, last_seq, Some(chunk_pool.clone())));
     let read_state = Arc::new(ReadState { mem: mem.clone(), imms: Vec::new(), version });
     Ok(DbInner {
         dir: dir.to_path_buf(),
@@ -129,6 +135,7 @@ pub(crate) fn open(fs: Arc<dyn Fs>, dir: &Path, options: Options) -> Result<DbIn
         poison_reason: OrderedMutex::new(LockRank::PoisonReason, None),
         counters: Counters::default(),
         heap_trimmer: crate::heap_trim::HeapTrimmer::new(),
+        chunk_pool,
         recovery: RecoveryReport { last_sequence: last_seq, ..report },
         lock: OrderedMutex::new(LockRank::FileLock, Some(lock)),
     })

@@ -295,7 +295,12 @@ impl DbInner {
         let segment = self.next_file.fetch_add(1, Ordering::SeqCst);
         self.wal.rotate(segment).map_err(|e| self.poison(e.into()))?;
         self.wal_segments.lock().push(segment);
-        let fresh = Arc::new(Memtable::new(segment, self.options.write_buffer_size, commit.last_seq));
+        let fresh = Arc::new(Memtable::with_pool(
+            segment,
+            self.options.write_buffer_size,
+            commit.last_seq,
+            Some(self.chunk_pool.clone()),
+        ));
         let frozen = std::mem::replace(&mut commit.mem, fresh.clone());
         frozen.seal(commit.last_seq);
         {

@@ -13,6 +13,8 @@
 //! directory and the files directly in it).
 
 mod faulty;
+#[cfg(unix)]
+mod mapped_log;
 mod mem;
 mod std_fs;
 
@@ -56,6 +58,12 @@ pub trait FsLock: Send + Sync {}
 pub trait Fs: Send + Sync + 'static {
     /// Creates a new file, failing if it exists.
     fn create(&self, path: &Path) -> io::Result<Arc<dyn FsFile>>;
+    /// Creates a new file, failing if it exists, for a log written front to back by one
+    /// writer ([`crate::Options::wal_mapped`]). [`StdFs`] writes it through a shared
+    /// memory mapping instead of a system call per write; by default, [`Fs::create`].
+    fn create_log(&self, path: &Path) -> io::Result<Arc<dyn FsFile>> {
+        self.create(path)
+    }
     /// Opens an existing file for reading and writing.
     fn open(&self, path: &Path) -> io::Result<Arc<dyn FsFile>>;
     /// Reads a whole file.

@@ -63,6 +63,11 @@ impl Fs for StdFs {
         let file = OpenOptions::new().read(true).write(true).create_new(true).open(path)?;
         Ok(Arc::new(file))
     }
+    #[cfg(unix)]
+    fn create_log(&self, path: &Path) -> io::Result<Arc<dyn FsFile>> {
+        let file = OpenOptions::new().read(true).write(true).create_new(true).open(path)?;
+        Ok(Arc::new(super::mapped_log::MappedLogFile::new(file)?))
+    }
     fn open(&self, path: &Path) -> io::Result<Arc<dyn FsFile>> {
         let file = OpenOptions::new().read(true).write(true).open(path)?;
         Ok(Arc::new(file))
