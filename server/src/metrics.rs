@@ -61,7 +61,7 @@ impl Metrics {
         let _ = writeln!(out, "stampkv_commit_seconds_count {count}");
         out.push_str("# HELP stampkv_open_watches Open watch streams.\n# TYPE stampkv_open_watches gauge\n");
         let _ = writeln!(out, "stampkv_open_watches {open_watches}");
-        let gauges: [(&str, u64); 17] = [
+        let gauges: [(&str, u64); 18] = [
             ("engine_commits", stats.commits),
             ("engine_user_bytes_written", stats.user_bytes_written),
             ("engine_wal_bytes_written", stats.wal_bytes_written),
@@ -76,6 +76,7 @@ impl Metrics {
             ("engine_table_bytes_uncompressed", stats.table_bytes_uncompressed),
             ("engine_wal_bytes_on_disk", stats.wal_bytes_on_disk),
             ("engine_memtable_bytes", stats.memtable_bytes),
+            ("engine_pooled_memtable_bytes", stats.pooled_memtable_bytes),
             ("engine_block_cache_bytes", stats.block_cache_bytes),
             ("engine_pinned_table_bytes", stats.pinned_table_bytes),
             ("engine_open_tables", stats.open_tables as u64),

@@ -234,9 +234,10 @@ fn print_stats(kv: &Kv, path: &Path) -> Result<(), CliError> {
     out!("key count estimate: {entries_total} (table entries: old versions and deletions count too)");
     let memory = engine.stats();
     out!(
-        "memory: {} (memtables {}, block cache {}, held by {} open tables {})",
+        "memory: {} (memtables {}, pooled for the next memtables {}, block cache {}, held by {} open tables {})",
         HumanBytes(memory.memory_bytes()),
         HumanBytes(memory.memtable_bytes),
+        HumanBytes(memory.pooled_memtable_bytes),
         HumanBytes(memory.block_cache_bytes),
         memory.open_tables,
         HumanBytes(memory.pinned_table_bytes)
