@@ -14,8 +14,11 @@ use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-/// Least time between two trims.
-pub(crate) const TRIM_INTERVAL: Duration = Duration::from_secs(1);
+/// Least time between two trims. A quarter second: at 100 M keys with fills at half a
+/// million puts a second, trimming at most once a second let RSS peak at 616 MiB (273 MiB
+/// beyond the engine's own account); four times a second, 488 MiB (146 MiB beyond), for
+/// 1.6 ms per trim on the compaction thread.
+pub(crate) const TRIM_INTERVAL: Duration = Duration::from_millis(250);
 
 /// Rate-limits `malloc_trim` and counts the calls and the time they took.
 #[derive(Debug)]

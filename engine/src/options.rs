@@ -100,7 +100,7 @@ pub struct Options {
     /// using stay open beyond the limit until they finish.
     pub max_open_files: usize,
     /// Hand memory the allocator keeps after it was freed back to the OS (default true):
-    /// with glibc, the compaction thread calls `malloc_trim` at most once a second, when
+    /// with glibc, the compaction thread calls `malloc_trim` at most four times a second, when
     /// block cache misses or compactions freed memory since the last call (`Stats::heap_trims`,
     /// `heap_trim_micros`). Without it, the holes the block cache's churn leaves in
     /// glibc's per-thread heaps stay resident. No effect with other allocators or platforms.

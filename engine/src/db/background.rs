@@ -88,7 +88,7 @@ fn flush_loop(inner: &DbInner) {
 /// While some table holds expiring values, the compaction thread also wakes this often to
 /// see whether they have expired (the clock may be a test clock that jumps); and with
 /// `Options::release_freed_memory`, to hand freed heap memory back (see `heap_trim`).
-const EXPIRY_CHECK_INTERVAL: Duration = crate::heap_trim::TRIM_INTERVAL;
+const EXPIRY_CHECK_INTERVAL: Duration = Duration::from_secs(1);
 
 fn compaction_loop(inner: &DbInner) {
     loop {
@@ -98,7 +98,8 @@ fn compaction_loop(inner: &DbInner) {
             let mut work = inner.work.lock();
             if !work.shutdown && !work.compaction_pending {
                 if expiring || inner.options.release_freed_memory {
-                    // EXPIRY_CHECK_INTERVAL is also the heap trim interval.
+                    // While compactions run, trims also follow each one (at most one
+                    // per `heap_trim::TRIM_INTERVAL`); idle, this wake-up does them.
                     inner.work_cv.wait_for(work.raw(), EXPIRY_CHECK_INTERVAL);
                 } else {
                     inner.work_cv.wait(work.raw());
