@@ -107,17 +107,22 @@ impl WindowState {
         }
     }
 
-    /// Maps the window holding `offset`, first extending the file with zeros to the
-    /// window's end.
-    fn map_window(&mut self, file: &File, offset: u64) -> io::Result<()> {
-        self.window = None;
-        let (start, len) = window_of(offset);
-        let end = start + len;
+    /// Extends the file with zeros up to `end` (nothing if it is already that long).
+    fn extend_with_zeros(&mut self, file: &File, end: u64) -> io::Result<()> {
         while self.len < end {
             let n = (end - self.len).min(ZERO_CHUNK.len() as u64);
             FileExt::write_all_at(file, ZERO_CHUNK.get(..n as usize).unwrap_or(&ZERO_CHUNK), self.len)?;
             self.len += n;
         }
+        Ok(())
+    }
+
+    /// Maps the window holding `offset`, first extending the file with zeros to the
+    /// window's end.
+    fn map_window(&mut self, file: &File, offset: u64) -> io::Result<()> {
+        self.window = None;
+        let (start, len) = window_of(offset);
+        self.extend_with_zeros(file, start + len)?;
         let len = usize::try_from(len).map_err(io::Error::other)?;
         // SAFETY: the mapping covers `[start, end)`, all inside the file (extended just
         // above). The file is a log segment of a database directory this process holds the
@@ -153,15 +158,7 @@ impl FsFile for MappedLogFile {
             None => {
                 // Crosses a window boundary (or is empty): an ordinary write, after zeros
                 // up to it so that the file never has a hole a later window could map.
-                while state.len < offset {
-                    let n = (offset - state.len).min(ZERO_CHUNK.len() as u64);
-                    FileExt::write_all_at(
-                        &self.file,
-                        ZERO_CHUNK.get(..n as usize).unwrap_or(&ZERO_CHUNK),
-                        state.len,
-                    )?;
-                    state.len += n;
-                }
+                state.extend_with_zeros(&self.file, offset)?;
                 FileExt::write_all_at(&self.file, buf, offset)?;
                 state.len = state.len.max(end);
             }
