@@ -144,6 +144,21 @@ pub(crate) fn read_block(
     handle: BlockHandle,
     limit: u64,
 ) -> Result<Vec<u8>, TableError> {
+    read_block_with(name, handle, limit, |len| {
+        let mut buf = vec![0u8; len];
+        file.read_exact_at(&mut buf, handle.offset)?;
+        Ok(buf)
+    })
+}
+
+/// [`read_block`] with the block's stored bytes and trailer (`len` bytes at the handle's
+/// offset) fetched by `fetch`: from the file, or from a readahead window.
+pub(crate) fn read_block_with(
+    name: &str,
+    handle: BlockHandle,
+    limit: u64,
+    fetch: impl FnOnce(usize) -> std::io::Result<Vec<u8>>,
+) -> Result<Vec<u8>, TableError> {
     let offset = handle.offset;
     let corrupt = |reason: String| TableError::corruption(name, offset, reason);
     let end = handle
@@ -152,8 +167,10 @@ pub(crate) fn read_block(
         .ok_or_else(|| corrupt(format!("block handle (size {}) out of range", handle.size)))?;
     let total =
         usize::try_from(end - offset).map_err(|_| corrupt("block too large for this platform".into()))?;
-    let mut buf = vec![0u8; total];
-    file.read_exact_at(&mut buf, offset).map_err(|e| TableError::read_error(name, offset, e))?;
+    let mut buf = fetch(total).map_err(|e| TableError::read_error(name, offset, e))?;
+    if buf.len() != total {
+        return Err(TableError::read_error(name, offset, std::io::ErrorKind::UnexpectedEof.into()));
+    }
     let size = total - BLOCK_TRAILER_LEN;
     let (contents, trailer) = buf.split_at_checked(size).unwrap_or_default();
     let block_type = trailer.first().copied().unwrap_or(u8::MAX);

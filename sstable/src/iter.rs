@@ -7,6 +7,7 @@ use crate::block::{Block, BlockIter};
 use crate::error::TableError;
 use crate::index::IndexBlock;
 use crate::key::{compare_stored, split_stored_key};
+use crate::readahead::Readahead;
 use crate::table::Table;
 
 /// Bidirectional iterator over a table.
@@ -28,6 +29,8 @@ pub struct TableIter {
     data_offset: Option<u64>,
     /// Whether data blocks read from the file are put in the block cache.
     fill_cache: bool,
+    /// Reads windows of the file ahead once blocks are read in file order.
+    readahead: Readahead,
 }
 
 impl TableIter {
@@ -36,7 +39,15 @@ impl TableIter {
         let index_source = index_block.as_ref().map_or_else(|| table.empty_block(), |i| i.block());
         let index = BlockIter::new(Arc::clone(index_source), true);
         let data = BlockIter::new(Arc::clone(table.empty_block()), true);
-        TableIter { table, index_block, index, data, data_offset: None, fill_cache }
+        TableIter {
+            table,
+            index_block,
+            index,
+            data,
+            data_offset: None,
+            fill_cache,
+            readahead: Readahead::default(),
+        }
     }
 
     /// Loads the index block if this iterator has not yet. Errors leave it invalid.
@@ -172,7 +183,9 @@ impl TableIter {
             if self.data_offset == Some(handle.offset) {
                 return Ok(None); // already loaded: keep it (and the cache untouched)
             }
-            self.table.load_block(handle, self.fill_cache).map(|b| Some((handle.offset, b)))
+            self.table
+                .load_block_via(handle, self.fill_cache, Some(&mut self.readahead))
+                .map(|b| Some((handle.offset, b)))
         });
         match loaded {
             Ok(Some((offset, block))) => {

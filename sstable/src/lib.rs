@@ -93,6 +93,7 @@ mod key;
 mod options;
 mod properties;
 mod read_at;
+mod readahead;
 mod table;
 
 #[cfg(test)]

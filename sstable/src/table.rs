@@ -8,12 +8,13 @@ use crate::bloom::BloomFilter;
 use crate::builder::{FILTER_META_NAME, PROPERTIES_META_NAME};
 use crate::cache::{BlockCache, BlockKind, Cached};
 use crate::error::TableError;
-use crate::format::{read_block, BlockHandle, Footer, BLOCK_TRAILER_LEN, FOOTER_LEN};
+use crate::format::{read_block, read_block_with, BlockHandle, Footer, BLOCK_TRAILER_LEN, FOOTER_LEN};
 use crate::index::IndexBlock;
 use crate::iter::TableIter;
 use crate::key::split_stored_key;
 use crate::properties::TableProperties;
 use crate::read_at::ReadAt;
+use crate::readahead::Readahead;
 
 /// Where an open table keeps its index and filter blocks.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -352,12 +353,28 @@ impl Table {
     /// The data block at `handle`, from the cache or read, verified and decoded; a block
     /// read from the file is put in the cache if `fill_cache`.
     pub(crate) fn load_block(&self, handle: BlockHandle, fill_cache: bool) -> Result<Arc<Block>, TableError> {
+        self.load_block_via(handle, fill_cache, None)
+    }
+
+    /// [`Table::load_block`], reading through `readahead` (an iterator's) when the block
+    /// is not in the cache.
+    pub(crate) fn load_block_via(
+        &self,
+        handle: BlockHandle,
+        fill_cache: bool,
+        readahead: Option<&mut Readahead>,
+    ) -> Result<Arc<Block>, TableError> {
         if let Some(cache) = &self.cache {
             if let Some(block) = cache.lookup_data(self.id, handle.offset) {
                 return Ok(block);
             }
         }
-        let bytes = read_block(&*self.file, &self.name, handle, self.data_end)?;
+        let bytes = match readahead {
+            Some(ahead) => read_block_with(&self.name, handle, self.data_end, |len| {
+                ahead.read(&*self.file, handle.offset, len, self.data_end)
+            })?,
+            None => read_block(&*self.file, &self.name, handle, self.data_end)?,
+        };
         let block = Block::new(bytes).map_err(|r| TableError::corruption(&self.name, handle.offset, r))?;
         let block = Arc::new(block);
         if let Some(cache) = self.cache.as_ref().filter(|_| fill_cache) {

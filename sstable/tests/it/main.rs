@@ -19,3 +19,4 @@ mod filter;
 mod footer;
 mod model;
 mod properties;
+mod readahead;
