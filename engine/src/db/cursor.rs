@@ -6,6 +6,7 @@ use super::ReadState;
 use crate::iter::{InternalIterator, MergingIter};
 use crate::key;
 use crate::Result;
+use std::cmp::Ordering;
 use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;
 
@@ -116,7 +117,8 @@ impl DbCursor {
 
     /// Moves past the remaining (older) versions of `self.key`.
     fn skip_older_versions(&mut self) -> Result<()> {
-        while self.iter.valid() && self.iter.user_key() == self.key.as_slice() {
+        // `compare_bytes` rather than `==`: short keys compare by words, with no `memcmp` call.
+        while self.iter.valid() && key::compare_bytes(self.iter.user_key(), &self.key) == Ordering::Equal {
             self.iter.next()?;
         }
         Ok(())

@@ -1,19 +1,26 @@
 //! Merges several internal iterators into one ordered stream.
 //!
-//! Children are few (memtables, level-0 files, one per deeper level), so the smallest or
-//! largest child is found by a linear scan, as LevelDB's MergingIterator does. The scan
-//! also remembers the runner-up (the best of the other children): a step moves only the
-//! current child, so while it stays ahead of the runner-up, one comparison (none if it is
-//! the only valid child) decides the next position, and a long run from one child costs
-//! no scan. Changing direction repositions every other child just past the current key.
+//! Children are few (memtables, level-0 files, one per deeper level). They sit at the
+//! leaves of a winner tree (a tournament): each inner node holds the better of its two
+//! subtrees' children, the root the best of all. When the best child steps, only the
+//! nodes on its path to the root are replayed: log2(children) comparisons a step, where
+//! a linear scan over the children costs one per child.
+//!
+//! Each comparison reads a [`KeyHead`] the tree keeps per child (the first 16 bytes of its
+//! key as one number, the key's length and trailer), refreshed only when that child
+//! moves, so choosing the next child calls no child: a child is asked for its full key
+//! only when two heads cannot tell the keys apart (keys sharing their first 16 bytes and
+//! longer than that). Changing direction repositions every other child just past the
+//! current key and rebuilds the tree.
 
 #![allow(
     clippy::expect_used,
     clippy::indexing_slicing,
-    reason = "child indices are below `children.len()` (loop bounds, or `current`, which only the `find_*` scans set); the methods that require `valid()` (the `InternalIterator` contract) panic without it"
+    reason = "child and node indices are below `heads.len()` and `tree.len()` (the tree has two slots per leaf, and leaves are padded to a power of two); the methods that require `valid()` (the `InternalIterator` contract) panic without it"
 )]
 
 use super::InternalIterator;
+use crate::invariants::{self, invariant};
 use crate::key;
 use crate::Result;
 use std::cmp::Ordering;
@@ -24,104 +31,190 @@ enum Direction {
     Reverse,
 }
 
+/// Bytes of a key a [`KeyHead`] holds.
+const HEAD_BYTES: usize = 16;
+
+/// What the tree knows of a child's current entry without asking the child.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct KeyHead {
+    /// Whether the child is at an entry (padding leaves never are).
+    valid: bool,
+    /// The key's first 16 bytes, big-endian, zero-padded: if two heads' prefixes differ,
+    /// so do the keys, the same way round (a zero pad sorts like the end of a shorter key,
+    /// which is a prefix of the other).
+    prefix: u128,
+    /// The user key's length.
+    len: usize,
+    /// The entry's trailer.
+    trailer: u64,
+}
+
+impl KeyHead {
+    const INVALID: KeyHead = KeyHead { valid: false, prefix: 0, len: 0, trailer: 0 };
+
+    fn of(child: &dyn InternalIterator) -> KeyHead {
+        if !child.valid() {
+            return KeyHead::INVALID;
+        }
+        let (user_key, trailer) = child.key();
+        let mut bytes = [0u8; HEAD_BYTES];
+        let n = user_key.len().min(HEAD_BYTES);
+        bytes[..n].copy_from_slice(&user_key[..n]);
+        KeyHead { valid: true, prefix: u128::from_be_bytes(bytes), len: user_key.len(), trailer }
+    }
+
+    /// The internal-key order of two heads' entries, `None` when the heads cannot tell
+    /// (equal prefixes and a key longer than the prefix).
+    fn compare(&self, other: &KeyHead) -> Option<Ordering> {
+        match self.prefix.cmp(&other.prefix) {
+            Ordering::Equal if self.len <= HEAD_BYTES && other.len <= HEAD_BYTES => {
+                // Both keys are whole in their prefixes, equal up to zero padding: the
+                // shorter is a prefix of the longer and sorts first; equal keys go by
+                // trailer, descending.
+                Some(self.len.cmp(&other.len).then_with(|| other.trailer.cmp(&self.trailer)))
+            }
+            Ordering::Equal => None,
+            unequal => Some(unequal),
+        }
+    }
+}
+
 /// The merge of its children, in internal-key order.
 pub struct MergingIter {
     children: Vec<Box<dyn InternalIterator>>,
+    /// One per leaf: the children's heads, then [`KeyHead::INVALID`] padding up to a power
+    /// of two.
+    heads: Vec<KeyHead>,
+    /// The winner tree: node 1 is the root, node `n`'s subtrees are `2n` and `2n + 1`, and
+    /// leaf `i` is node `heads.len() + i`. Each node holds the leaf index of the best
+    /// child below it in `direction` (ties go to the lower index); node 0 is unused.
+    tree: Vec<usize>,
+    /// The root's child if it is valid: the current entry's child (kept in step with the
+    /// tree by `rebuild` and `replay`).
     current: Option<usize>,
-    /// The best valid child other than `current` in `direction` (`None`: there is none),
-    /// as of the last scan; only `current` has moved since.
-    runner_up: Option<usize>,
     direction: Direction,
 }
 
 impl MergingIter {
     /// Merges `children`.
     pub fn new(children: Vec<Box<dyn InternalIterator>>) -> Self {
-        MergingIter { children, current: None, runner_up: None, direction: Direction::Forward }
-    }
-
-    fn child_cmp(&self, a: usize, b: usize) -> Ordering {
-        let ((x_key, x_trailer), (y_key, y_trailer)) = (self.children[a].key(), self.children[b].key());
-        key::compare(x_key, x_trailer, y_key, y_trailer)
-    }
-
-    /// The ordering of a key that comes first in `direction`.
-    fn wanted(&self) -> Ordering {
-        match self.direction {
-            Direction::Forward => Ordering::Less,
-            Direction::Reverse => Ordering::Greater,
+        let leaves = children.len().next_power_of_two();
+        let tree = (0..2 * leaves).map(|node| node.saturating_sub(leaves)).collect();
+        MergingIter {
+            children,
+            heads: vec![KeyHead::INVALID; leaves],
+            tree,
+            current: None,
+            direction: Direction::Forward,
         }
     }
 
-    /// Whether child `a` comes before child `b` in `direction` (ties go to the lower
-    /// index, which the scans below visit first).
+    /// Whether leaf `a` comes before leaf `b` in `direction` (ties go to the lower index).
+    #[inline]
     fn ahead(&self, a: usize, b: usize) -> bool {
-        self.child_cmp(a, b) == self.wanted()
+        let (head_a, head_b) = (&self.heads[a], &self.heads[b]);
+        // The common case: two valid children whose keys differ in their first 16 bytes.
+        if head_a.valid && head_b.valid && head_a.prefix != head_b.prefix {
+            return (head_a.prefix < head_b.prefix) == (self.direction == Direction::Forward);
+        }
+        self.ahead_by_whole_heads(a, b)
     }
 
-    /// Finds the first valid child in `direction` (the smallest going forward, the largest
-    /// in reverse), and the runner-up. Reads each child's key once.
-    fn find_best(&mut self) {
-        let wanted = self.wanted();
-        let mut best: Option<(usize, (&[u8], u64))> = None;
-        let mut second: Option<(usize, (&[u8], u64))> = None;
+    /// [`MergingIter::ahead`] past its fast path: invalid children, equal prefixes.
+    fn ahead_by_whole_heads(&self, a: usize, b: usize) -> bool {
+        let (head_a, head_b) = (&self.heads[a], &self.heads[b]);
+        if !head_a.valid || !head_b.valid {
+            return head_a.valid;
+        }
+        let order = head_a.compare(head_b).unwrap_or_else(|| {
+            let ((x_key, x_trailer), (y_key, y_trailer)) = (self.children[a].key(), self.children[b].key());
+            key::compare(x_key, x_trailer, y_key, y_trailer)
+        });
+        match order {
+            Ordering::Equal => a < b,
+            Ordering::Less => self.direction == Direction::Forward,
+            Ordering::Greater => self.direction == Direction::Reverse,
+        }
+    }
+
+    /// The better of node `node`'s two subtrees' winners.
+    fn play(&self, node: usize) -> usize {
+        let (left, right) = (self.tree[2 * node], self.tree[2 * node + 1]);
+        if self.ahead(right, left) {
+            right
+        } else {
+            left
+        }
+    }
+
+    /// Re-reads every child's head and replays every match: after the children all moved.
+    fn rebuild(&mut self, direction: Direction) {
+        self.direction = direction;
+        for (head, child) in self.heads.iter_mut().zip(&self.children) {
+            *head = KeyHead::of(&**child);
+        }
+        for node in (1..self.heads.len()).rev() {
+            self.tree[node] = self.play(node);
+        }
+        self.current = self.root_if_valid();
+        self.check_tree();
+    }
+
+    /// Re-reads one child's head and replays the matches on its path to the root: after
+    /// only that child moved.
+    fn replay(&mut self, leaf: usize) {
+        self.heads[leaf] = KeyHead::of(&*self.children[leaf]);
+        let mut node = (self.heads.len() + leaf) / 2;
+        while node >= 1 {
+            self.tree[node] = self.play(node);
+            node /= 2;
+        }
+        self.current = self.root_if_valid();
+        self.check_tree();
+    }
+
+    /// With invariant checks on: the root holds the best valid child, and every head matches
+    /// its child.
+    fn check_tree(&self) {
+        if !invariants::ENABLED {
+            return;
+        }
         for (i, child) in self.children.iter().enumerate() {
-            if !child.valid() {
-                continue;
-            }
-            let (user_key, trailer) = child.key();
-            let ahead_of = |other: &(usize, (&[u8], u64))| {
-                let (_, (other_key, other_trailer)) = *other;
-                key::compare(user_key, trailer, other_key, other_trailer) == wanted
-            };
-            match &best {
-                Some(b) if !ahead_of(b) => {
-                    if second.as_ref().is_none_or(ahead_of) {
-                        second = Some((i, (user_key, trailer)));
-                    }
-                }
-                _ => {
-                    second = best;
-                    best = Some((i, (user_key, trailer)));
-                }
-            }
+            invariant!(self.heads[i] == KeyHead::of(&**child), "merging: stale head for child {i}");
         }
-        self.current = best.map(|(i, _)| i);
-        self.runner_up = second.map(|(i, _)| i);
-    }
-
-    /// After the current child moved: the new best child. The other children have not
-    /// moved, so the runner-up is still the best of them; the current child stays best
-    /// while it is strictly ahead of it (a tie goes to the lower index, so rescan).
-    fn after_step(&mut self, moved: usize) {
-        if self.children[moved].valid() {
-            match self.runner_up {
-                None => return,
-                Some(r) if self.ahead(moved, r) => return,
-                Some(_) => {}
-            }
+        let root = self.root();
+        invariant!(self.current == self.root_if_valid(), "merging: current child is not the root's");
+        for i in 0..self.heads.len() {
+            invariant!(!self.ahead(i, root), "merging: child {i} is ahead of the root's child {root}");
         }
-        self.find_best();
     }
 
-    fn find_smallest(&mut self) {
-        self.direction = Direction::Forward;
-        self.find_best();
+    /// The leaf at the root: the best child, if it is valid.
+    fn root(&self) -> usize {
+        // A single leaf is its own root (node 1 is then the leaf itself).
+        self.tree[1]
     }
 
-    fn find_largest(&mut self) {
-        self.direction = Direction::Reverse;
-        self.find_best();
+    /// The root's child, `None` when it is invalid (the merge is exhausted).
+    fn root_if_valid(&self) -> Option<usize> {
+        let best = self.root();
+        self.heads[best].valid.then_some(best)
+    }
+
+    /// The index of the current child, `None` when the merge is exhausted.
+    #[inline]
+    fn current(&self) -> Option<usize> {
+        self.current
     }
 
     fn current_child(&self) -> &dyn InternalIterator {
-        let index = self.current.expect("merging iterator used while invalid");
+        let index = self.current().expect("merging iterator used while invalid");
         &*self.children[index]
     }
 
     /// Puts every non-current child at the first entry after the current key.
     fn switch_to_forward(&mut self) -> Result<()> {
-        let current = self.current.expect("merging iterator used while invalid");
+        let current = self.current().expect("merging iterator used while invalid");
         let (user_key, trailer) = (self.current_child().user_key().to_vec(), self.current_child().trailer());
         for (i, child) in self.children.iter_mut().enumerate() {
             if i == current {
@@ -134,13 +227,12 @@ impl MergingIter {
                 child.next()?;
             }
         }
-        self.direction = Direction::Forward;
         Ok(())
     }
 
     /// Puts every non-current child at the last entry before the current key.
     fn switch_to_reverse(&mut self) -> Result<()> {
-        let current = self.current.expect("merging iterator used while invalid");
+        let current = self.current().expect("merging iterator used while invalid");
         let (user_key, trailer) = (self.current_child().user_key().to_vec(), self.current_child().trailer());
         for (i, child) in self.children.iter_mut().enumerate() {
             if i == current {
@@ -153,76 +245,61 @@ impl MergingIter {
                 child.prev()?;
             }
         }
-        self.direction = Direction::Reverse;
         Ok(())
     }
 }
 
 impl InternalIterator for MergingIter {
     fn valid(&self) -> bool {
-        self.current.is_some()
+        self.current().is_some()
     }
+    // Every move rebuilds or replays the tree even when a child fails, so that the heads
+    // never go stale whatever the caller does after an error.
     fn seek(&mut self, user_key: &[u8], trailer: u64) -> Result<()> {
-        for child in &mut self.children {
-            child.seek(user_key, trailer)?;
-        }
-        self.direction = Direction::Forward;
-        self.find_smallest();
-        Ok(())
+        let moved = self.children.iter_mut().try_for_each(|child| child.seek(user_key, trailer));
+        self.rebuild(Direction::Forward);
+        moved
     }
     fn seek_for_prev(&mut self, user_key: &[u8], trailer: u64) -> Result<()> {
-        for child in &mut self.children {
-            child.seek_for_prev(user_key, trailer)?;
-        }
-        self.direction = Direction::Reverse;
-        self.find_largest();
-        Ok(())
+        let moved = self.children.iter_mut().try_for_each(|child| child.seek_for_prev(user_key, trailer));
+        self.rebuild(Direction::Reverse);
+        moved
     }
     fn seek_to_first(&mut self) -> Result<()> {
-        for child in &mut self.children {
-            child.seek_to_first()?;
-        }
-        self.direction = Direction::Forward;
-        self.find_smallest();
-        Ok(())
+        let moved = self.children.iter_mut().try_for_each(|child| child.seek_to_first());
+        self.rebuild(Direction::Forward);
+        moved
     }
     fn seek_to_last(&mut self) -> Result<()> {
-        for child in &mut self.children {
-            child.seek_to_last()?;
-        }
-        self.direction = Direction::Reverse;
-        self.find_largest();
-        Ok(())
+        let moved = self.children.iter_mut().try_for_each(|child| child.seek_to_last());
+        self.rebuild(Direction::Reverse);
+        moved
     }
     fn next(&mut self) -> Result<()> {
-        let switched = self.direction == Direction::Reverse;
-        if switched {
-            self.switch_to_forward()?;
-        }
-        let current = self.current.expect("next on an invalid merging iterator");
-        self.children[current].next()?;
-        if switched {
-            // Every other child moved: the runner-up is stale.
-            self.find_best();
+        let current = self.current().expect("next on an invalid merging iterator");
+        if self.direction == Direction::Reverse {
+            let moved = self.switch_to_forward().and_then(|()| self.children[current].next());
+            // Every other child moved too.
+            self.rebuild(Direction::Forward);
+            moved
         } else {
-            self.after_step(current);
+            let moved = self.children[current].next();
+            self.replay(current);
+            moved
         }
-        Ok(())
     }
     fn prev(&mut self) -> Result<()> {
-        let switched = self.direction == Direction::Forward;
-        if switched {
-            self.switch_to_reverse()?;
-        }
-        let current = self.current.expect("prev on an invalid merging iterator");
-        self.children[current].prev()?;
-        if switched {
-            // Every other child moved: the runner-up is stale.
-            self.find_best();
+        let current = self.current().expect("prev on an invalid merging iterator");
+        if self.direction == Direction::Forward {
+            let moved = self.switch_to_reverse().and_then(|()| self.children[current].prev());
+            // Every other child moved too.
+            self.rebuild(Direction::Reverse);
+            moved
         } else {
-            self.after_step(current);
+            let moved = self.children[current].prev();
+            self.replay(current);
+            moved
         }
-        Ok(())
     }
     fn user_key(&self) -> &[u8] {
         self.current_child().user_key()
@@ -300,19 +377,53 @@ mod tests {
         }
     }
 
-    /// Random moves in both directions over 1–4 children (runs from one child, children
+    /// A random key over `letters` letters: a single byte, or one followed by a zero (equal
+    /// to it in a [`KeyHead`] prefix), or 16 bytes (whole in the prefix), or 18 bytes
+    /// sharing their first 17 (the heads cannot tell them apart).
+    fn random_key(rng: &mut SplitMix64, letters: u64) -> Vec<u8> {
+        let letter = b'a' + rng.below(letters) as u8;
+        match rng.below(4) {
+            0 => vec![letter],
+            1 => vec![letter, 0],
+            2 => [&[b'q'; 15][..], &[letter]].concat(),
+            _ => [&[b'p'; 17][..], &[letter]].concat(),
+        }
+    }
+
+    /// Whenever two heads decide an order, it is the order of the internal keys; they
+    /// leave it open only for keys longer than the prefix.
+    #[test]
+    fn heads_order_like_internal_keys() {
+        let mut rng = SplitMix64::new(11);
+        let head = |entry: &(Vec<u8>, u64)| KeyHead::of(&VecIter { entries: vec![entry.clone()], pos: 0 });
+        let mut decided = 0;
+        for _ in 0..20_000 {
+            let a = (random_key(&mut rng, 3), rng.below(3));
+            let b = (random_key(&mut rng, 3), rng.below(3));
+            match head(&a).compare(&head(&b)) {
+                Some(order) => {
+                    assert_eq!(order, key::compare(&a.0, a.1, &b.0, b.1), "{a:?} {b:?}");
+                    decided += 1;
+                }
+                None => assert!(a.0.len() > HEAD_BYTES || b.0.len() > HEAD_BYTES, "{a:?} {b:?}"),
+            }
+        }
+        assert!(decided > 10_000, "heads decided only {decided} of 20000");
+    }
+
+    /// Random moves in both directions over 1–9 children (runs from one child, children
     /// exhausted at either end, direction switches) agree with the sorted union.
     #[test]
     fn random_moves_match_the_sorted_union() {
         let mut rng = SplitMix64::new(7);
-        for round in 0..200 {
+        for round in 0..400 {
             let mut all: Vec<(Vec<u8>, u64)> = Vec::new();
             let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
-            for _ in 0..1 + rng.below(4) {
+            for _ in 0..1 + rng.below(9) {
                 let mut entries: Vec<(Vec<u8>, u64)> = Vec::new();
                 for _ in 0..rng.below(if round % 5 == 0 { 3 } else { 30 }) {
                     // Few distinct user keys, so children interleave and share user keys.
-                    let entry = (vec![b'a' + rng.below(12) as u8], rng.below(1000));
+                    let entry = (random_key(&mut rng, 12), rng.below(1000));
                     if !all.contains(&entry) {
                         all.push(entry.clone());
                         entries.push(entry);
@@ -336,13 +447,13 @@ mod tests {
                         model = all.len().checked_sub(1);
                     }
                     2 => {
-                        let (k, t) = (vec![b'a' + rng.below(13) as u8], rng.below(1000));
+                        let (k, t) = (random_key(&mut rng, 13), rng.below(1000));
                         merged.seek(&k, t).unwrap();
                         let n = all.partition_point(|(a, b)| key::compare(a, *b, &k, t) == Ordering::Less);
                         model = (n < all.len()).then_some(n);
                     }
                     3 => {
-                        let (k, t) = (vec![b'a' + rng.below(13) as u8], rng.below(1000));
+                        let (k, t) = (random_key(&mut rng, 13), rng.below(1000));
                         merged.seek_for_prev(&k, t).unwrap();
                         let n = all.partition_point(|(a, b)| key::compare(a, *b, &k, t) != Ordering::Greater);
                         model = n.checked_sub(1);
