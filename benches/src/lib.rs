@@ -261,13 +261,15 @@ impl BenchEngine for StampkvEngine {
     fn report(&self) -> String {
         let stats = self.db.stats();
         format!(
-            "write-amp {:.2}, files/level {:?}, level targets MiB {:?}, stalls {} ({} ms, longest {} ms), tables {:.1} MiB ({:.1} MiB uncompressed, ratio {:.2}), open tables {} (index+filter {} KiB), index/filter cache hits/misses {:?}, heap trims {} ({} ms)",
+            "write-amp {:.2}, files/level {:?}, level targets MiB {:?}, stalls {} ({} ms, longest {} ms), memtable switches {} (longest {} ms), tables {:.1} MiB ({:.1} MiB uncompressed, ratio {:.2}), open tables {} (index+filter {} KiB), index/filter cache hits/misses {:?}, heap trims {} ({} ms)",
             stats.write_amplification(),
             stats.files_per_level,
             stats.level_target_bytes.map(|b| b >> 20),
             stats.stalls + stats.slowdowns,
             stats.stall_micros / 1000,
             stats.max_stall_micros / 1000,
+            stats.memtable_switches,
+            stats.max_memtable_switch_micros / 1000,
             stats.table_bytes as f64 / (1 << 20) as f64,
             stats.table_bytes_uncompressed as f64 / (1 << 20) as f64,
             stats.table_bytes as f64 / stats.table_bytes_uncompressed.max(1) as f64,

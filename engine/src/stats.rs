@@ -20,6 +20,8 @@ pub(crate) struct Counters {
     pub max_stall_micros: AtomicU64,
     pub stalls: AtomicU64,
     pub slowdowns: AtomicU64,
+    pub memtable_switches: AtomicU64,
+    pub max_memtable_switch_micros: AtomicU64,
 }
 
 impl Counters {
@@ -72,6 +74,12 @@ pub struct Stats {
     pub stalls: u64,
     /// Writes delayed by 1 ms because level 0 had many files.
     pub slowdowns: u64,
+    /// Memtable switches since open (each seals and syncs a WAL segment and starts the
+    /// next one, on the thread of the commit that filled the memtable).
+    pub memtable_switches: u64,
+    /// The longest memtable switch, in microseconds: time the committing thread spent
+    /// (under the commit lock) sealing and syncing the full segment and creating the next.
+    pub max_memtable_switch_micros: u64,
     /// Times freed heap memory was handed back to the OS (`Options::release_freed_memory`).
     pub heap_trims: u64,
     /// Microseconds those took in all (on the compaction thread).
@@ -136,6 +144,8 @@ impl Stats {
         self.max_stall_micros = load(&c.max_stall_micros);
         self.stalls = load(&c.stalls);
         self.slowdowns = load(&c.slowdowns);
+        self.memtable_switches = load(&c.memtable_switches);
+        self.max_memtable_switch_micros = load(&c.max_memtable_switch_micros);
     }
 
     /// Memory of the engine's main components: memtables, block cache, and what open tables

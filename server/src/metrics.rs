@@ -61,7 +61,7 @@ impl Metrics {
         let _ = writeln!(out, "stampkv_commit_seconds_count {count}");
         out.push_str("# HELP stampkv_open_watches Open watch streams.\n# TYPE stampkv_open_watches gauge\n");
         let _ = writeln!(out, "stampkv_open_watches {open_watches}");
-        let gauges: [(&str, u64); 18] = [
+        let gauges: [(&str, u64); 19] = [
             ("engine_commits", stats.commits),
             ("engine_user_bytes_written", stats.user_bytes_written),
             ("engine_wal_bytes_written", stats.wal_bytes_written),
@@ -72,6 +72,7 @@ impl Metrics {
             ("engine_stalls", stats.stalls),
             ("engine_stall_micros", stats.stall_micros),
             ("engine_max_stall_micros", stats.max_stall_micros),
+            ("engine_max_memtable_switch_micros", stats.max_memtable_switch_micros),
             ("engine_table_bytes", stats.table_bytes),
             ("engine_table_bytes_uncompressed", stats.table_bytes_uncompressed),
             ("engine_wal_bytes_on_disk", stats.wal_bytes_on_disk),

@@ -292,8 +292,12 @@ impl DbInner {
 
     /// Freezes the current memtable and starts a new one in a new WAL segment.
     pub(crate) fn switch_memtable(&self, commit: &mut CommitState) -> Result<()> {
+        let started = Instant::now();
         let segment = self.next_file.fetch_add(1, Ordering::SeqCst);
         self.wal.rotate(segment).map_err(|e| self.poison(e.into()))?;
+        let rotated = started.elapsed().as_micros() as u64;
+        Counters::add(&self.counters.memtable_switches, 1);
+        Counters::max(&self.counters.max_memtable_switch_micros, rotated);
         self.wal_segments.lock().push(segment);
         let fresh = Arc::new(Memtable::with_pool(
             segment,
