@@ -69,6 +69,7 @@ mod chunk_pool;
 mod clock;
 mod db;
 mod error;
+mod file_remover;
 mod filename;
 pub mod fs;
 mod heap_trim;

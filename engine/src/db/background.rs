@@ -1,5 +1,6 @@
-//! Background threads: one flushes frozen memtables, one compacts, and with
-//! [`SyncMode::Periodic`] one syncs the WAL on a timer. A failure in any of them poisons
+//! Background threads: one flushes frozen memtables, one compacts, one removes obsolete
+//! tables ([`crate::file_remover`]), and with [`SyncMode::Periodic`] one syncs the WAL on
+//! a timer. A failure in any of them poisons
 //! the database (writes fail from then on; reads go on working).
 
 use super::compaction;
@@ -16,6 +17,8 @@ pub(crate) fn start(inner: &Arc<DbInner>) -> Vec<JoinHandle<()>> {
     if inner.threads_mode() {
         threads.push(spawn("stampkv-flush", inner, flush_loop));
         threads.push(spawn("stampkv-compact", inner, compaction_loop));
+        // Without its thread the remover unlinks in the caller: slower, still correct.
+        let _ = inner.tables.remover.start();
         inner.request_compaction();
     }
     if let SyncMode::Periodic(interval) = inner.options.sync_mode {

@@ -11,6 +11,7 @@ use crate::key::{self, EntryKind};
 use crate::memtable::{Memtable, MemtableIter};
 use crate::options::compression_for_level;
 use crate::stats::Counters;
+use crate::file_remover::FileRemover;
 use crate::table_cache::TableCache;
 use crate::version::{FileDesc, TableFile, VersionEdit, EARLIEST_EXPIRY_PROPERTY};
 use crate::{Error, Result};
@@ -79,6 +80,8 @@ pub(crate) struct TableEnv {
     pub cache: Arc<BlockCache>,
     /// Open tables, at most `Options::max_open_files`.
     pub table_cache: Arc<TableCache>,
+    /// Removes obsolete tables (see [`FileRemover`]).
+    pub remover: Arc<FileRemover>,
 }
 
 impl TableEnv {
@@ -103,7 +106,15 @@ impl TableEnv {
         };
         let table_cache =
             Arc::new(TableCache::new(fs.clone(), dir, cache.clone(), max_open_files, placement));
-        TableEnv { fs, dir: dir.to_path_buf(), options, compression_per_level, cache, table_cache }
+        TableEnv {
+            fs,
+            dir: dir.to_path_buf(),
+            options,
+            compression_per_level,
+            cache,
+            table_cache,
+            remover: Arc::new(FileRemover::new()),
+        }
     }
 
     /// Creates table file `number`, to go into `level`, and a builder writing to it
@@ -158,7 +169,7 @@ impl TableEnv {
 
     fn live_file(&self, desc: FileDesc, table: &stampkv_sstable::Table) -> Arc<TableFile> {
         let path = filename::table_path(&self.dir, desc.number);
-        Arc::new(TableFile::new(desc, table, self.table_cache.clone(), path, self.fs.clone()))
+        Arc::new(TableFile::new(desc, table, self.table_cache.clone(), path, self.fs.clone(), self.remover.clone()))
     }
 
     /// Makes newly created files' directory entries durable.
@@ -296,14 +307,19 @@ impl DbInner {
 
     /// Removes WAL segments whose commits are all in tables.
     fn remove_wal_segments_below(&self, number: u64) {
+        let mut obsolete = Vec::new();
         self.wal_segments.lock().retain(|&segment| {
-            if segment < number {
-                // A segment that cannot be removed now is removed at the next open.
-                let _ = self.fs.remove(&filename::wal_path(&self.dir, segment));
-                false
-            } else {
-                true
+            let keep = segment >= number;
+            if !keep {
+                obsolete.push(segment);
             }
+            keep
         });
+        // Outside the lock, which a memtable switch takes on the commit path, and through
+        // the remover: an unlink can take long. A segment that cannot be removed now is
+        // removed at the next open.
+        for segment in obsolete {
+            self.tables.remover.remove(&self.fs, &filename::wal_path(&self.dir, segment));
+        }
     }
 }

@@ -356,6 +356,8 @@ impl Db {
             // A background thread reports its failures by poisoning, panics included.
             let _ = handle.join();
         }
+        // Queued removals finish while the directory is still ours.
+        self.inner.tables.remover.stop();
         let result = match self.inner.poison_error() {
             Some(poisoned) => Err(poisoned),
             None => self.inner.wal.close().map_err(Error::from),

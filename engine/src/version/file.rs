@@ -1,5 +1,6 @@
 //! Table files: their persisted description, and their table through the table cache.
 
+use crate::file_remover::FileRemover;
 use crate::fs::Fs;
 use crate::table_cache::TableCache;
 use crate::Result;
@@ -44,6 +45,9 @@ pub struct TableFile {
     cache: Arc<TableCache>,
     path: PathBuf,
     fs: Arc<dyn Fs>,
+    /// Removes the file once obsolete and unused (on its own thread while the database's
+    /// background threads run).
+    remover: Arc<FileRemover>,
     obsolete: AtomicBool,
     /// The earliest expiry time of an expiring value in the table, if any.
     earliest_expiry_ms: Option<u64>,
@@ -62,6 +66,7 @@ impl TableFile {
         cache: Arc<TableCache>,
         path: PathBuf,
         fs: Arc<dyn Fs>,
+        remover: Arc<FileRemover>,
     ) -> Self {
         let earliest_expiry_ms = table
             .user_property(EARLIEST_EXPIRY_PROPERTY)
@@ -73,6 +78,7 @@ impl TableFile {
             cache,
             path,
             fs,
+            remover,
             obsolete: AtomicBool::new(false),
             earliest_expiry_ms,
             uncompressed_size,
@@ -110,8 +116,9 @@ impl Drop for TableFile {
         // No version refers to the file any more: nothing will ask the cache for it.
         self.cache.evict(self.desc.number);
         if self.obsolete.load(Ordering::Acquire) {
-            // A failure leaves an orphan that the next open removes.
-            let _ = self.fs.remove(&self.path);
+            // Not on this thread if it can be helped: an unlink can take long (see
+            // `FileRemover`). A failure leaves an orphan that the next open removes.
+            self.remover.remove(&self.fs, &self.path);
         }
     }
 }
