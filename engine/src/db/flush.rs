@@ -2,6 +2,7 @@
 
 use super::gc::{Decision, GcFilter, GcPoint};
 use super::{DbInner, ReadState};
+use crate::file_remover::FileRemover;
 use crate::filename;
 use crate::fs::{FileWriter, Fs};
 use crate::invariants::invariant;
@@ -11,7 +12,6 @@ use crate::key::{self, EntryKind};
 use crate::memtable::{Memtable, MemtableIter};
 use crate::options::compression_for_level;
 use crate::stats::Counters;
-use crate::file_remover::FileRemover;
 use crate::table_cache::TableCache;
 use crate::version::{FileDesc, TableFile, VersionEdit, EARLIEST_EXPIRY_PROPERTY};
 use crate::{Error, Result};
@@ -169,7 +169,14 @@ impl TableEnv {
 
     fn live_file(&self, desc: FileDesc, table: &stampkv_sstable::Table) -> Arc<TableFile> {
         let path = filename::table_path(&self.dir, desc.number);
-        Arc::new(TableFile::new(desc, table, self.table_cache.clone(), path, self.fs.clone(), self.remover.clone()))
+        Arc::new(TableFile::new(
+            desc,
+            table,
+            self.table_cache.clone(),
+            path,
+            self.fs.clone(),
+            self.remover.clone(),
+        ))
     }
 
     /// Makes newly created files' directory entries durable.
