@@ -13,8 +13,10 @@ pub(crate) struct BlockBuilder {
     restarts: Vec<u32>,
     /// Entries added since the last restart point.
     counter: usize,
-    /// Entries between restart points (>= 1).
+    /// Most entries between restart points (>= 1).
     interval: usize,
+    /// Entry bytes after which the next entry starts a restart point (0: no byte bound).
+    restart_bytes: usize,
     /// The previous key (for prefix compression).
     last_key: Vec<u8>,
     /// Entries in the block.
@@ -24,11 +26,20 @@ pub(crate) struct BlockBuilder {
 impl BlockBuilder {
     /// An empty block with a restart point every `interval` entries (clamped to >= 1).
     pub(crate) fn new(interval: usize) -> Self {
+        Self::with_restart_bytes(interval, 0)
+    }
+
+    /// An empty block with a restart point every `interval` entries, or sooner: at the
+    /// first entry that starts `restart_bytes` or more after the last restart point (0: no
+    /// byte bound). A lookup's linear scan after its binary search over restart points then
+    /// reads at most about `restart_bytes` plus one entry, however large the values.
+    pub(crate) fn with_restart_bytes(interval: usize, restart_bytes: usize) -> Self {
         BlockBuilder {
             buf: Vec::new(),
             restarts: vec![0],
             counter: 0,
             interval: interval.max(1),
+            restart_bytes,
             last_key: Vec::new(),
             entries: 0,
         }
@@ -36,7 +47,10 @@ impl BlockBuilder {
 
     /// Appends an entry. Keys must be added in increasing order (checked by the caller).
     pub(crate) fn add(&mut self, key: &[u8], value: &[u8]) {
-        let shared = if self.counter < self.interval {
+        let last_restart = self.restarts.last().map_or(0, |&r| r as usize);
+        let within_bytes =
+            self.restart_bytes == 0 || self.buf.len().saturating_sub(last_restart) < self.restart_bytes;
+        let shared = if self.counter < self.interval && within_bytes {
             key.iter().zip(&self.last_key).take_while(|(a, b)| a == b).count()
         } else {
             self.restarts.push(self.buf.len() as u32);
@@ -119,5 +133,28 @@ mod tests {
         assert_eq!(&block[9..15], &[4, 1, 1, b'y', b'2', 0]);
         let restarts = &block[block.len() - 12..];
         assert_eq!(restarts, &[0, 0, 0, 0, 14, 0, 0, 0, 2, 0, 0, 0]);
+    }
+
+    /// The byte bound starts a restart point before the entry count does.
+    #[test]
+    fn restart_points_by_bytes() {
+        // A restart entry is 3 + 5 + 6 = 14 bytes (three one-byte varints, key, value), a
+        // delta entry after it 3 + 1 + 6 = 10 (it shares "key-").
+        let keys = [b"key-a", b"key-b", b"key-c", b"key-d", b"key-e"];
+        let restart_offsets = |restart_bytes: usize| {
+            let mut b = BlockBuilder::with_restart_bytes(16, restart_bytes);
+            for key in keys {
+                b.add(key, b"value!");
+            }
+            let block = b.finish().clone();
+            let count = u32::from_le_bytes(block[block.len() - 4..].try_into().unwrap()) as usize;
+            let array = &block[block.len() - 4 - 4 * count..block.len() - 4];
+            array.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect::<Vec<_>>()
+        };
+        assert_eq!(restart_offsets(0), vec![0]);
+        // 20 bytes: the entry at 24 (24 past restart 0) and the one at 48 (24 past 24) restart.
+        assert_eq!(restart_offsets(20), vec![0, 24, 48]);
+        // 29 bytes: entries at 14 and 24 stay deltas, 34 restarts, 48 (14 past it) does not.
+        assert_eq!(restart_offsets(29), vec![0, 34]);
     }
 }

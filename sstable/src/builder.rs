@@ -119,7 +119,7 @@ impl<W: Write> TableBuilder<W> {
         let bloom = (options.bloom_bits_per_key > 0).then(|| BloomBuilder::new(options.bloom_bits_per_key));
         TableBuilder {
             out: Output { writer, offset: 0, failed: false },
-            data_block: BlockBuilder::new(options.restart_interval),
+            data_block: BlockBuilder::with_restart_bytes(options.restart_interval, options.restart_bytes),
             index_block: BlockBuilder::new(1),
             options,
             pending_handle: None,

@@ -15,6 +15,10 @@ use std::sync::Arc;
 use crate::block::{Block, BlockIter};
 use crate::key::{compare_bytes, split_stored_key};
 
+/// Restarts with the target's prefix value stepped over one by one before the end of
+/// their run is searched for.
+const EQUAL_PREFIX_STEPS: usize = 8;
+
 /// The index block with its prefix array.
 #[derive(Debug)]
 pub(crate) struct IndexBlock {
@@ -94,7 +98,15 @@ impl IndexBlock {
         let target = prefix_value(user_key, self.common.len());
         // Restarts before `lo` have smaller user keys; from `hi` on, larger ones.
         let lo = self.prefixes.partition_point(|&p| p < target);
-        let hi = self.prefixes.partition_point(|&p| p <= target);
+        // Restarts sharing the target's prefix value usually number zero to two: step over
+        // them next to `lo` (lines already in cache) before searching the rest.
+        let equal = self.prefixes.get(lo..).unwrap_or_default();
+        let stepped = equal.iter().take(EQUAL_PREFIX_STEPS).take_while(|&&p| p == target).count();
+        let hi = if stepped < EQUAL_PREFIX_STEPS {
+            lo + stepped
+        } else {
+            lo + equal.partition_point(|&p| p <= target)
+        };
         (lo.saturating_sub(1), hi.saturating_sub(1))
     }
 }
@@ -144,6 +156,11 @@ mod tests {
             b"prg",
             b"z",
         ];
+        assert_narrowed_equals_plain(&index, &targets);
+    }
+
+    /// Seeks through the prefix array land where a plain seek of the block does.
+    fn assert_narrowed_equals_plain(index: &IndexBlock, targets: &[&[u8]]) {
         for target in targets {
             for trailer in [0, 50, 95, 100, u64::MAX] {
                 let mut plain = BlockIter::new(index.block().as_ref(), true);
@@ -156,5 +173,29 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// More restarts share one prefix value than the search steps over one by one.
+    #[test]
+    fn long_run_of_equal_prefix_values() {
+        let mut users: Vec<Vec<u8>> = vec![b"a".to_vec()];
+        for i in 0..(3 * EQUAL_PREFIX_STEPS as u8) {
+            users.push([b"b1234567-".as_slice(), &[b'a' + i]].concat());
+        }
+        users.push(b"c".to_vec());
+        let mut b = BlockBuilder::new(1);
+        let mut key = Vec::new();
+        for (i, user) in users.iter().enumerate() {
+            key.clear();
+            push_stored_key(&mut key, user, 1000 - i as u64);
+            b.add(&key, &[i as u8]);
+        }
+        let index = IndexBlock::new(Block::new(b.finish().clone()).unwrap()).unwrap();
+        assert!(index.common.is_empty());
+        let mut targets: Vec<Vec<u8>> = users.clone();
+        targets.extend(users.iter().map(|u| [u.as_slice(), b"\x00"].concat()));
+        targets.extend([b"b".to_vec(), b"b1234567".to_vec(), b"b1234567-".to_vec(), b"b1234567.".to_vec()]);
+        let targets: Vec<&[u8]> = targets.iter().map(Vec::as_slice).collect();
+        assert_narrowed_equals_plain(&index, &targets);
     }
 }

@@ -11,8 +11,14 @@ pub struct TableOptions {
     /// Target uncompressed data block size: a block is cut as soon as its size reaches
     /// this (so blocks exceed it by at most one entry). Clamped to 1 B ..= 1 GiB.
     pub block_size: usize,
-    /// Keys between restart points (0 is treated as 1).
+    /// Most keys between restart points (0 is treated as 1).
     pub restart_interval: usize,
+    /// A data block entry that starts this many bytes or more after the last restart
+    /// point becomes a restart point itself, even before `restart_interval` keys (0: no
+    /// byte bound; default 256). A point lookup scans entries linearly from a restart
+    /// point, so this bounds that scan to a few cache lines when values are large, for
+    /// the cost of a 4-byte restart offset and the key's shared prefix per restart.
+    pub restart_bytes: usize,
     /// Bloom filter bits per key; 0 disables the filter.
     pub bloom_bits_per_key: u32,
     /// How data blocks are compressed (default [`Compression::Lz4`]). A block is stored
@@ -26,6 +32,7 @@ impl Default for TableOptions {
         TableOptions {
             block_size: 4096,
             restart_interval: 16,
+            restart_bytes: 256,
             bloom_bits_per_key: 10,
             compression: Compression::default(),
         }

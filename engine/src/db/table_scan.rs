@@ -381,8 +381,13 @@ mod tests {
     use stampkv_sstable::{Compression, TableBuilder, TableOptions};
 
     fn table(bloom: u32, compression: Compression) -> (Vec<u8>, Vec<TableEntry>) {
-        let options =
-            TableOptions { block_size: 256, restart_interval: 4, bloom_bits_per_key: bloom, compression };
+        let options = TableOptions {
+            block_size: 256,
+            restart_interval: 4,
+            bloom_bits_per_key: bloom,
+            compression,
+            ..TableOptions::default()
+        };
         let mut builder = TableBuilder::new(Vec::new(), options);
         let mut entries = Vec::new();
         for i in 0..300u64 {

@@ -204,7 +204,13 @@ fn wal_recover(out: &mut Vec<Seed>) {
 fn sstable_read(out: &mut Vec<Seed>) {
     let table = |entries: usize, block_size: usize, restart_interval: usize, bloom: u32, lz4: bool| {
         let compression = if lz4 { Compression::Lz4 } else { Compression::None };
-        let options = TableOptions { block_size, restart_interval, bloom_bits_per_key: bloom, compression };
+        let options = TableOptions {
+            block_size,
+            restart_interval,
+            bloom_bits_per_key: bloom,
+            compression,
+            restart_bytes: 64,
+        };
         let mut builder = TableBuilder::new(Vec::new(), options);
         let mut rng = SplitMix64::new(entries as u64);
         for i in 0..entries {

@@ -125,6 +125,7 @@ fn misplaced_block_is_detected() {
         restart_interval: 1,
         bloom_bits_per_key: 0,
         compression: Compression::None,
+        restart_bytes: 0,
     };
     let mut file = build(&entries, options);
     let props = crate::common::open(file.clone(), 1, None).properties().clone();

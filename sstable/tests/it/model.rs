@@ -166,7 +166,15 @@ fn random_tables_match_model() {
                 // Round 1 compresses, with values that often compress.
                 let compression = if round == 1 { Compression::Lz4 } else { Compression::None };
                 let model = random_entries(&mut rng, 1000, round == 1);
-                let options = TableOptions { block_size, restart_interval, bloom_bits_per_key, compression };
+                // Round 1 also starts restart points by bytes (values run up to 300 bytes).
+                let restart_bytes = if round == 1 { 100 } else { 0 };
+                let options = TableOptions {
+                    block_size,
+                    restart_interval,
+                    bloom_bits_per_key,
+                    compression,
+                    restart_bytes,
+                };
                 let table = open(build(&model, options), seed, None);
                 assert_eq!(table.entry_count(), model.len() as u64);
                 let mut it = table.iter();
