@@ -120,7 +120,7 @@ impl<W: Write> TableBuilder<W> {
         TableBuilder {
             out: Output { writer, offset: 0, failed: false },
             data_block: BlockBuilder::with_restart_bytes(options.restart_interval, options.restart_bytes),
-            index_block: BlockBuilder::new(1),
+            index_block: BlockBuilder::new(options.index_restart_interval),
             options,
             pending_handle: None,
             bloom,

@@ -18,8 +18,14 @@ fn build_with(
     compression: Compression,
     value_len: impl Fn(u64) -> usize,
 ) -> (Vec<u8>, Vec<(Vec<u8>, u64)>) {
-    let opts =
-        TableOptions { block_size, restart_interval, bloom_bits_per_key: 10, compression, restart_bytes: 0 };
+    let opts = TableOptions {
+        block_size,
+        restart_interval,
+        bloom_bits_per_key: 10,
+        compression,
+        restart_bytes: 0,
+        index_restart_interval: 1,
+    };
     let mut b = TableBuilder::new(Vec::new(), opts);
     let mut keys = Vec::new();
     for i in 0..n {

@@ -321,13 +321,16 @@ impl DbInner {
     /// Freezes the memtable (if it holds anything) and waits until no frozen memtable is
     /// left unflushed.
     pub(crate) fn flush(&self) -> Result<()> {
-        let _forced = ForcedFlush::enter(&self.forced_flushes);
         let mut commit = self.commit.lock();
         self.check_writable(&commit)?;
         let wal_has_commits = commit.last_seq > commit.mem.base_seq();
         if !commit.mem.is_empty() || wal_has_commits {
             self.switch_memtable(&mut commit)?;
         }
+        // Counted only once the memtable is frozen: a flush thread that sees the count
+        // sees that memtable too, and writes it in one table with those frozen before
+        // (counted earlier, a flush thread woken meanwhile took the older ones alone).
+        let _forced = ForcedFlush::enter(&self.forced_flushes);
         if !self.threads_mode() {
             return self.run_inline_work();
         }

@@ -210,6 +210,7 @@ fn sstable_read(out: &mut Vec<Seed>) {
             bloom_bits_per_key: bloom,
             compression,
             restart_bytes: 64,
+            index_restart_interval: 2,
         };
         let mut builder = TableBuilder::new(Vec::new(), options);
         let mut rng = SplitMix64::new(entries as u64);

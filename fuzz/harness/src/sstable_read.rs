@@ -311,6 +311,7 @@ fn build(spec: &Spec) -> (Vec<Entry>, Recorder) {
         restart_interval: 1 + usize::from(spec.restart_interval % 16),
         // 0 (entry count only), 48, 96 or 144 bytes between restart points.
         restart_bytes: usize::from(spec.block_size >> 10) % 4 * 48,
+        index_restart_interval: 1 + usize::from(spec.restart_interval >> 4) % 4,
         bloom_bits_per_key: if spec.bloom { 10 } else { 0 },
         compression: if spec.compress { Compression::Lz4 } else { Compression::None },
     };

@@ -162,7 +162,7 @@ fn victim(entries: &[Entry], cache: &Arc<BlockCache>) -> Victim {
 
 /// Reads enough of an unrelated table (in a 16 KiB cache) to evict every block of table 1.
 fn flood(cache: &Arc<BlockCache>) {
-    let other = entries(9, 3000);
+    let other = entries(9, 6000);
     let table = open_cached(Arc::new(build(&other, small_blocks())), 2, cache);
     for _ in 0..4 {
         let mut it = table.iter();

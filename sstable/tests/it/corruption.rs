@@ -126,6 +126,7 @@ fn misplaced_block_is_detected() {
         bloom_bits_per_key: 0,
         compression: Compression::None,
         restart_bytes: 0,
+        index_restart_interval: 1,
     };
     let mut file = build(&entries, options);
     let props = crate::common::open(file.clone(), 1, None).properties().clone();

@@ -166,14 +166,16 @@ fn random_tables_match_model() {
                 // Round 1 compresses, with values that often compress.
                 let compression = if round == 1 { Compression::Lz4 } else { Compression::None };
                 let model = random_entries(&mut rng, 1000, round == 1);
-                // Round 1 also starts restart points by bytes (values run up to 300 bytes).
-                let restart_bytes = if round == 1 { 100 } else { 0 };
+                // Round 1 also starts restart points by bytes (values run up to 300 bytes)
+                // and puts three index entries between restart points.
+                let (restart_bytes, index_restart_interval) = if round == 1 { (100, 3) } else { (0, 1) };
                 let options = TableOptions {
                     block_size,
                     restart_interval,
                     bloom_bits_per_key,
                     compression,
                     restart_bytes,
+                    index_restart_interval,
                 };
                 let table = open(build(&model, options), seed, None);
                 assert_eq!(table.entry_count(), model.len() as u64);
