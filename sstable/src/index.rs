@@ -131,14 +131,7 @@ mod tests {
             b"prefix-b",
             b"prf",
         ];
-        let mut b = BlockBuilder::new(1);
-        let mut key = Vec::new();
-        for (i, user) in users.iter().enumerate() {
-            key.clear();
-            push_stored_key(&mut key, user, 100 - i as u64);
-            b.add(&key, &[i as u8]);
-        }
-        let index = IndexBlock::new(Block::new(b.finish().clone()).unwrap()).unwrap();
+        let index = index_over(&users, 100, 1);
         assert_eq!(index.common, b"pr");
         let targets: Vec<&[u8]> = vec![
             b"",
@@ -157,6 +150,22 @@ mod tests {
             b"z",
         ];
         assert_narrowed_equals_plain(&index, &targets);
+        // Four index entries per restart point: the prefix array narrows to restarts,
+        // the block search scans from there.
+        assert_narrowed_equals_plain(&index_over(&users, 100, 4), &targets);
+    }
+
+    /// An index block over `users` in order (trailers counting down from `first_trailer`,
+    /// values their positions), with a restart point every `interval` entries.
+    fn index_over(users: &[&[u8]], first_trailer: u64, interval: usize) -> IndexBlock {
+        let mut b = BlockBuilder::new(interval);
+        let mut key = Vec::new();
+        for (i, user) in users.iter().enumerate() {
+            key.clear();
+            push_stored_key(&mut key, user, first_trailer - i as u64);
+            b.add(&key, &[i as u8]);
+        }
+        IndexBlock::new(Block::new(b.finish().clone()).unwrap()).unwrap()
     }
 
     /// Seeks through the prefix array land where a plain seek of the block does.
@@ -183,19 +192,15 @@ mod tests {
             users.push([b"b1234567-".as_slice(), &[b'a' + i]].concat());
         }
         users.push(b"c".to_vec());
-        let mut b = BlockBuilder::new(1);
-        let mut key = Vec::new();
-        for (i, user) in users.iter().enumerate() {
-            key.clear();
-            push_stored_key(&mut key, user, 1000 - i as u64);
-            b.add(&key, &[i as u8]);
-        }
-        let index = IndexBlock::new(Block::new(b.finish().clone()).unwrap()).unwrap();
-        assert!(index.common.is_empty());
+        let user_slices: Vec<&[u8]> = users.iter().map(Vec::as_slice).collect();
         let mut targets: Vec<Vec<u8>> = users.clone();
         targets.extend(users.iter().map(|u| [u.as_slice(), b"\x00"].concat()));
         targets.extend([b"b".to_vec(), b"b1234567".to_vec(), b"b1234567-".to_vec(), b"b1234567.".to_vec()]);
         let targets: Vec<&[u8]> = targets.iter().map(Vec::as_slice).collect();
-        assert_narrowed_equals_plain(&index, &targets);
+        for interval in [1, 4] {
+            let index = index_over(&user_slices, 1000, interval);
+            assert!(index.common.is_empty());
+            assert_narrowed_equals_plain(&index, &targets);
+        }
     }
 }
