@@ -10,6 +10,10 @@ use std::cmp::Ordering;
 use std::ops::Deref;
 
 use crate::key::{compare_stored, TRAILER_LEN};
+use crate::key_buf::KeyBuf;
+
+/// Most restart points [`Block::touch_restart_entries`] reads ahead of a search.
+const TOUCHED_RESTARTS: usize = 32;
 use stampkv_coding::{get_u32_le, get_varint32};
 
 /// A block's bytes (trailer removed) plus the location of its restart array.
@@ -86,6 +90,25 @@ impl Block {
         entries.get(start..start.checked_add(unshared)?)
     }
 
+    /// Reads the first byte of every restart entry of a block with at most
+    /// [`TOUCHED_RESTARTS`] of them, before a binary search visits a few: the loads are
+    /// independent, so the processor fetches their cache lines together instead of one
+    /// after another as each search step decides the next. A data block that is not in
+    /// the processor's caches then costs about one memory latency to search instead of
+    /// one per step (four with sixteen restart points).
+    #[inline]
+    pub(crate) fn touch_restart_entries(&self) {
+        if self.num_restarts > TOUCHED_RESTARTS {
+            return;
+        }
+        let entries = self.entries();
+        let mut sum = 0u8;
+        for i in 0..self.num_restarts {
+            sum ^= entries.get(self.restart_point(i)).copied().unwrap_or_default();
+        }
+        std::hint::black_box(sum);
+    }
+
     /// Approximate heap bytes held (for cache accounting and pinned-memory reporting).
     pub(crate) fn memory_usage(&self) -> usize {
         self.data.capacity() + std::mem::size_of::<Block>()
@@ -130,7 +153,8 @@ fn decode_header(entries: &[u8], pos: usize) -> Option<(usize, usize, usize, usi
 /// `Arc<Block>` (table iterators).
 ///
 /// The current key is either borrowed from the block (entries with `shared == 0`, e.g.
-/// every restart entry) or reconstructed in `key_buf`, which is reused across entries.
+/// every restart entry) or reconstructed in `key_buf`, which is reused across entries and
+/// holds short keys without a heap allocation.
 pub(crate) struct BlockIter<B: Deref<Target = Block>> {
     block: B,
     /// Keys must hold a trailer (data and index blocks) rather than plain names.
@@ -139,7 +163,7 @@ pub(crate) struct BlockIter<B: Deref<Target = Block>> {
     current: usize,
     /// Offset just past the current entry (where the next one starts).
     next: usize,
-    key_buf: Vec<u8>,
+    key_buf: KeyBuf,
     /// When true the key is `block.entries()[key_start..key_end]`, not `key_buf`.
     key_borrowed: bool,
     key_start: usize,
@@ -159,7 +183,7 @@ impl<B: Deref<Target = Block>> BlockIter<B> {
             versioned,
             current: end,
             next: end,
-            key_buf: Vec::new(),
+            key_buf: KeyBuf::default(),
             key_borrowed: false,
             key_start: 0,
             key_end: 0,
@@ -168,11 +192,6 @@ impl<B: Deref<Target = Block>> BlockIter<B> {
             valid: false,
             corrupt: false,
         }
-    }
-
-    /// Pre-sizes the key buffer (avoids regrowing it while scanning for a known key).
-    pub(crate) fn reserve_key(&mut self, capacity: usize) {
-        self.key_buf.reserve(capacity);
     }
 
     /// Switches to another block (unpositioned), keeping the key buffer's allocation.
@@ -200,7 +219,7 @@ impl<B: Deref<Target = Block>> BlockIter<B> {
         if self.key_borrowed {
             self.block.entries().get(self.key_start..self.key_end).unwrap_or_default()
         } else {
-            &self.key_buf
+            self.key_buf.as_slice()
         }
     }
 
@@ -352,6 +371,7 @@ impl<B: Deref<Target = Block>> BlockIter<B> {
     /// blocks only): binary search over the restart points, then a linear scan.
     pub(crate) fn seek(&mut self, user_key: &[u8], trailer: u64) {
         let last = self.block.num_restarts.saturating_sub(1);
+        self.block.touch_restart_entries();
         self.seek_within(user_key, trailer, 0, last);
     }
 

@@ -90,6 +90,7 @@ mod hash;
 mod index;
 mod iter;
 mod key;
+mod key_buf;
 mod options;
 mod properties;
 mod read_at;

@@ -196,8 +196,6 @@ impl Table {
             let handle = self.decode_handle(index.value())?;
             let block = self.load_block(handle, true)?;
             let mut it = BlockIter::new(&*block, true);
-            // Keys near the target are about as long as it: one allocation, no regrowth.
-            it.reserve_key(user_key.len() + 32);
             it.seek(user_key, max_trailer);
             if it.is_corrupt() {
                 return Err(self.data_corruption(handle.offset));

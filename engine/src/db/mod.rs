@@ -242,7 +242,8 @@ impl Db {
 
     /// The current value of `key`.
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        Ok(self.get_entry(key)?.map(|e| e.value))
+        let (seq, state) = self.inner.read_view();
+        Ok(read::lookup_in(&state, key, seq, self.inner.clock.now_ms())?.map(|found| found.value))
     }
 
     /// The current entry of `key`, with its sequence number and expiry.

@@ -66,25 +66,52 @@ fn resolve(user_key: &[u8], trailer: u64, stored: &[u8], now_ms: u64) -> Result<
     }))
 }
 
-/// [`resolve`] for a value the caller owns (no second copy of the value).
-fn resolve_owned(user_key: &[u8], trailer: u64, mut stored: Vec<u8>, now_ms: u64) -> Result<Option<Entry>> {
+/// A live version found by a point lookup: an [`Entry`] without its key.
+pub(crate) struct Visible {
+    /// The value.
+    pub(crate) value: Vec<u8>,
+    /// Sequence number of the commit that wrote it.
+    pub(crate) seq: u64,
+    /// Expiry time in milliseconds, if the entry expires.
+    pub(crate) expires_at_ms: Option<u64>,
+}
+
+impl Visible {
+    /// The entry of `user_key` this version is.
+    fn into_entry(self, user_key: &[u8]) -> Entry {
+        Entry { key: user_key.to_vec(), value: self.value, seq: self.seq, expires_at_ms: self.expires_at_ms }
+    }
+}
+
+/// What a read sees of a stored version the caller owns (no second copy of the value).
+fn resolve_owned(trailer: u64, mut stored: Vec<u8>, now_ms: u64) -> Result<Option<Visible>> {
     let Some((value, expires_at_ms)) = decode_visible(trailer, &stored, now_ms)? else {
         return Ok(None);
     };
     let prefix_bytes = stored.len() - value.len();
     stored.drain(..prefix_bytes);
-    Ok(Some(Entry { key: user_key.to_vec(), value: stored, seq: key::trailer_seq(trailer), expires_at_ms }))
+    Ok(Some(Visible { value: stored, seq: key::trailer_seq(trailer), expires_at_ms }))
 }
 
 /// Point lookup of `user_key` at `seq` in `state`.
 pub(crate) fn get_in(state: &ReadState, user_key: &[u8], seq: u64, now_ms: u64) -> Result<Option<Entry>> {
+    Ok(lookup_in(state, user_key, seq, now_ms)?.map(|found| found.into_entry(user_key)))
+}
+
+/// [`get_in`] without copying the key into the answer.
+pub(crate) fn lookup_in(
+    state: &ReadState,
+    user_key: &[u8],
+    seq: u64,
+    now_ms: u64,
+) -> Result<Option<Visible>> {
     for mem in std::iter::once(&state.mem).chain(state.imms.iter()) {
         if let Some(found) = mem.get(user_key, seq) {
-            return resolve_owned(user_key, found.trailer, found.value, now_ms);
+            return resolve_owned(found.trailer, found.value, now_ms);
         }
     }
     match state.version.get(user_key, seq)? {
-        Some((trailer, value)) => resolve_owned(user_key, trailer, value, now_ms),
+        Some((trailer, value)) => resolve_owned(trailer, value, now_ms),
         None => Ok(None),
     }
 }

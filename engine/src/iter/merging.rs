@@ -57,10 +57,7 @@ impl KeyHead {
             return KeyHead::INVALID;
         }
         let (user_key, trailer) = child.key();
-        let mut bytes = [0u8; HEAD_BYTES];
-        let n = user_key.len().min(HEAD_BYTES);
-        bytes[..n].copy_from_slice(&user_key[..n]);
-        KeyHead { valid: true, prefix: u128::from_be_bytes(bytes), len: user_key.len(), trailer }
+        KeyHead { valid: true, prefix: head_prefix(user_key), len: user_key.len(), trailer }
     }
 
     /// The internal-key order of two heads' entries, `None` when the heads cannot tell
@@ -77,6 +74,16 @@ impl KeyHead {
             unequal => Some(unequal),
         }
     }
+}
+
+/// The first 16 bytes of `user_key`, big-endian, zero-padded: what a [`KeyHead`] holds of
+/// it, and what [`MergingIter::current_user_key_is`] takes.
+#[inline]
+pub fn head_prefix(user_key: &[u8]) -> u128 {
+    let mut bytes = [0u8; HEAD_BYTES];
+    let n = user_key.len().min(HEAD_BYTES);
+    bytes[..n].copy_from_slice(&user_key[..n]);
+    u128::from_be_bytes(bytes)
 }
 
 /// The merge of its children, in internal-key order.
@@ -199,6 +206,22 @@ impl MergingIter {
     fn root_if_valid(&self) -> Option<usize> {
         let best = self.root();
         self.heads[best].valid.then_some(best)
+    }
+
+    /// Whether the merge is at an entry whose user key is `user_key` (with
+    /// `prefix == head_prefix(user_key)`). Answered from the current child's head, without
+    /// calling the child, unless both keys are longer than the head and agree on it.
+    #[inline]
+    pub fn current_user_key_is(&self, user_key: &[u8], prefix: u128) -> bool {
+        debug_assert_eq!(prefix, head_prefix(user_key), "prefix of another key");
+        let Some(current) = self.current else {
+            return false;
+        };
+        let head = &self.heads[current];
+        if head.prefix != prefix || head.len != user_key.len() {
+            return false;
+        }
+        head.len <= HEAD_BYTES || self.children[current].user_key() == user_key
     }
 
     /// The index of the current child, `None` when the merge is exhausted.
@@ -475,6 +498,18 @@ mod tests {
                 if let Some(m) = model {
                     assert_eq!(merged.key(), (all[m].0.as_slice(), all[m].1), "round {round}");
                     assert_eq!((merged.user_key(), merged.trailer()), merged.key());
+                }
+                // The head-based key test agrees with comparing keys, for the current key,
+                // its neighbours' keys (often sharing a head) and a random one.
+                let current = model.map(|m| all[m].0.clone());
+                let neighbours =
+                    model.into_iter().flat_map(|m| [m.saturating_sub(1), (m + 1).min(all.len() - 1)]);
+                let mut probes: Vec<Vec<u8>> = neighbours.map(|i| all[i].0.clone()).collect();
+                probes.extend(current.clone());
+                probes.push(random_key(&mut rng, 13));
+                for probe in &probes {
+                    let expected = current.as_ref() == Some(probe);
+                    assert_eq!(merged.current_user_key_is(probe, head_prefix(probe)), expected, "{probe:?}");
                 }
             }
         }
