@@ -53,7 +53,9 @@ impl Memtable {
         pool: Option<Arc<ChunkPool>>,
     ) -> Self {
         Memtable {
-            list: SkipList::with_pool(capacity_bytes / 8, pool),
+            // One point-index slot per 128 memtable bytes (1/16 of its size): room for
+            // 100-byte values with three quarters of the slots in use.
+            list: SkipList::with_pool(capacity_bytes / 8, capacity_bytes / 128, pool),
             // One filter bit per 4 memtable bytes: 15 to 40 bits per typical entry, so
             // false positives are rare; 1/32 of the memtable's size in memory.
             bloom: MemtableBloom::new(capacity_bytes / 4),
@@ -104,7 +106,7 @@ impl Memtable {
             return None;
         }
         let mut cursor = self.list.cursor();
-        cursor.seek(user_key, key::seek_trailer(seq));
+        cursor.seek_for_get(user_key, key::seek_trailer(seq));
         if cursor.valid() && cursor.user_key() == user_key {
             return Some(Found { trailer: cursor.trailer(), value: cursor.value().to_vec() });
         }
@@ -116,9 +118,9 @@ impl Memtable {
         self.list.memory_bytes()
     }
 
-    /// Bytes of the memtable's bloom filter.
+    /// Bytes of the memtable's bloom filter and point index.
     pub fn filter_bytes(&self) -> usize {
-        self.bloom.memory_bytes()
+        self.bloom.memory_bytes() + self.list.index_bytes()
     }
 
     /// Whether there are no entries.

@@ -80,6 +80,9 @@ impl KeyHead {
 /// it, and what [`MergingIter::current_user_key_is`] takes.
 #[inline]
 pub fn head_prefix(user_key: &[u8]) -> u128 {
+    if let Some(head) = user_key.first_chunk::<HEAD_BYTES>() {
+        return u128::from_be_bytes(*head); // no variable-length copy (a `memcpy` call)
+    }
     let mut bytes = [0u8; HEAD_BYTES];
     let n = user_key.len().min(HEAD_BYTES);
     bytes[..n].copy_from_slice(&user_key[..n]);
