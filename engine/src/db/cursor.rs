@@ -4,7 +4,7 @@
 use super::read::{decode_visible, merged_iter};
 use super::ReadState;
 use crate::iter::{head_prefix, InternalIterator, MergingIter};
-use crate::key;
+use crate::key::{self, EntryKind};
 use crate::Result;
 use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;
@@ -142,6 +142,13 @@ impl DbCursor {
             self.key.clear();
             self.key.extend_from_slice(user_key);
             self.key_prefix = head_prefix(user_key);
+            if key::trailer_kind(trailer) == EntryKind::Put as u8 {
+                // A plain value, visible whatever the time: no need to look at it here.
+                self.value_offset = 0;
+                self.entry_seq = key::trailer_seq(trailer);
+                self.expires_at_ms = None;
+                return Ok(true);
+            }
             let stored = self.iter.value();
             if let Some((value, expires_at_ms)) = decode_visible(trailer, stored, self.now_ms)? {
                 self.value_offset = stored.len() - value.len();

@@ -57,6 +57,10 @@ impl KeyHead {
             return KeyHead::INVALID;
         }
         let (user_key, trailer) = child.key();
+        KeyHead::of_key(user_key, trailer)
+    }
+
+    fn of_key(user_key: &[u8], trailer: u64) -> KeyHead {
         KeyHead { valid: true, prefix: head_prefix(user_key), len: user_key.len(), trailer }
     }
 
@@ -174,6 +178,24 @@ impl MergingIter {
     /// only that child moved.
     fn replay(&mut self, leaf: usize) {
         self.heads[leaf] = KeyHead::of(&*self.children[leaf]);
+        self.replay_path(leaf);
+    }
+
+    /// Steps child `leaf` forward and replays its path with the key the step returned.
+    fn step_forward(&mut self, leaf: usize) -> Result<()> {
+        let (head, moved) = match self.children[leaf].next_key() {
+            Ok(Some((user_key, trailer))) => (KeyHead::of_key(user_key, trailer), Ok(())),
+            Ok(None) => (KeyHead::INVALID, Ok(())),
+            // Whatever the child's state after a failed step, the head follows it.
+            Err(error) => (KeyHead::of(&*self.children[leaf]), Err(error)),
+        };
+        self.heads[leaf] = head;
+        self.replay_path(leaf);
+        moved
+    }
+
+    /// Replays the matches on the path from `leaf` (whose head is current) to the root.
+    fn replay_path(&mut self, leaf: usize) {
         let mut node = (self.heads.len() + leaf) / 2;
         while node >= 1 {
             self.tree[node] = self.play(node);
@@ -309,9 +331,7 @@ impl InternalIterator for MergingIter {
             self.rebuild(Direction::Forward);
             moved
         } else {
-            let moved = self.children[current].next();
-            self.replay(current);
-            moved
+            self.step_forward(current)
         }
     }
     fn prev(&mut self) -> Result<()> {

@@ -41,6 +41,13 @@ pub trait InternalIterator: Send {
     fn key(&self) -> (&[u8], u64) {
         (self.user_key(), self.trailer())
     }
+    /// Moves to the next entry and returns its key, `None` past the last one: one call
+    /// where `next`, `valid` and `key` are three through a `dyn` child. Requires `valid()`.
+    #[inline]
+    fn next_key(&mut self) -> Result<Option<(&[u8], u64)>> {
+        self.next()?;
+        Ok(if self.valid() { Some(self.key()) } else { None })
+    }
 }
 
 impl<T: InternalIterator + ?Sized> InternalIterator for Box<T> {
@@ -76,5 +83,8 @@ impl<T: InternalIterator + ?Sized> InternalIterator for Box<T> {
     }
     fn key(&self) -> (&[u8], u64) {
         (**self).key()
+    }
+    fn next_key(&mut self) -> Result<Option<(&[u8], u64)>> {
+        (**self).next_key()
     }
 }
