@@ -19,12 +19,12 @@
 //! it stays in the CPU caches (fillrandom of 1 M keys into 64 MiB memtables: 377 k → 409 k
 //! puts/s).
 //! Level-0 links are doubled with a `prev` pointer so reverse iteration is O(1) per step.
+//! `prev` of a node may briefly lag behind an insert of its new predecessor; that
+//! predecessor's sequence number is not yet published, so no reader needs it.
 //!
 //! Point lookups go through a hash index beside the towers ([`PointIndex`]): per user key
 //! its newest node, so a get costs one or two cache misses instead of a walk down the
 //! towers, whose lower levels miss the cache at every step in a list of this size.
-//! `prev` of a node may briefly lag behind an insert of its new predecessor; that
-//! predecessor's sequence number is not yet published, so no reader needs it.
 
 #![allow(
     unsafe_code,

@@ -60,6 +60,7 @@ impl KeyHead {
         KeyHead::of_key(user_key, trailer)
     }
 
+    /// The head of a child at (`user_key`, `trailer`).
     fn of_key(user_key: &[u8], trailer: u64) -> KeyHead {
         KeyHead { valid: true, prefix: head_prefix(user_key), len: user_key.len(), trailer }
     }
