@@ -94,7 +94,7 @@ impl Memtable {
             // The filter's cache line loads while the skiplist is searched.
             let hash = hash_key(entry.key);
             self.bloom.prefetch(hash);
-            self.list.insert(entry.key, key::trailer(seq, entry.kind), entry.value);
+            self.list.insert_hashed(entry.key, hash, key::trailer(seq, entry.kind), entry.value);
             self.bloom.insert(hash);
         }
         self.max_seq.fetch_max(seq, Ordering::Release);
@@ -102,11 +102,12 @@ impl Memtable {
 
     /// The newest version of `user_key` with a sequence number <= `seq`.
     pub fn get(&self, user_key: &[u8], seq: u64) -> Option<Found> {
-        if !self.bloom.may_contain(hash_key(user_key)) {
+        let hash = hash_key(user_key);
+        if !self.bloom.may_contain(hash) {
             return None;
         }
         let mut cursor = self.list.cursor();
-        cursor.seek_for_get(user_key, key::seek_trailer(seq));
+        cursor.seek_for_get_hashed(user_key, hash, key::seek_trailer(seq));
         if cursor.valid() && cursor.user_key() == user_key {
             return Some(Found { trailer: cursor.trailer(), value: cursor.value().to_vec() });
         }

@@ -75,7 +75,7 @@ impl MemtableBloom {
     pub fn prefetch(&self, hash: u64) {
         let block = ((hash >> 32) % self.block_count) as usize * WORDS_PER_BLOCK;
         if let Some(word) = self.words.get(block) {
-            prefetch_read(std::ptr::from_ref(word).cast());
+            stampkv_sstable::prefetch::prefetch_line(std::ptr::from_ref(word));
         }
     }
 
@@ -89,21 +89,6 @@ impl MemtableBloom {
     pub fn memory_bytes(&self) -> usize {
         self.words.len() * 8
     }
-}
-
-/// A hint to the CPU to fetch the cache line at `address`; no effect on results.
-#[inline]
-#[allow(unsafe_code, reason = "the prefetch intrinsic is an `unsafe fn`")]
-fn prefetch_read(address: *const i8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: prefetching has no architectural effect (it cannot fault, even on an
-    // invalid address); `address` points into a live allocation anyway. SSE is part of
-    // the x86_64 baseline.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(address);
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = address;
 }
 
 #[cfg(test)]

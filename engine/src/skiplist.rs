@@ -207,17 +207,18 @@ impl PointIndex {
         self.slots.len() / 4 * 3
     }
 
-    /// Slot positions to probe for `user_key`, in order.
-    fn probe_run(&self, user_key: &[u8]) -> impl Iterator<Item = &AtomicPtr<NodeHeader>> {
+    /// Slot positions to probe for a key whose [`hash_key`] is `hash`, in order.
+    fn probe_run(&self, hash: u64) -> impl Iterator<Item = &AtomicPtr<NodeHeader>> {
         let mask = self.slots.len() - 1;
-        let start = hash_key(user_key) as usize;
+        let start = hash as usize;
         (0..INDEX_MAX_PROBES).filter_map(move |step| self.slots.get(start.wrapping_add(step) & mask))
     }
 
-    /// Records `node` (just published, of `user_key` with `trailer`) as its key's newest
-    /// node. Writer only; `used` counts the slots in use.
-    fn record(&self, used: &mut usize, node: *mut NodeHeader, user_key: &[u8], trailer: u64) {
-        for slot in self.probe_run(user_key) {
+    /// Records `node` (just published, of `user_key` with `trailer`; `hash` is the key's
+    /// [`hash_key`]) as its key's newest node. Writer only; `used` counts the slots in use.
+    fn record(&self, used: &mut usize, node: *mut NodeHeader, user_key: &[u8], hash: u64, trailer: u64) {
+        debug_assert_eq!(hash, hash_key(user_key), "hash of another key");
+        for slot in self.probe_run(hash) {
             // Only the writer stores to slots, so its own last store is what it loads.
             let held = slot.load(AtomicOrdering::Relaxed);
             if held.is_null() {
@@ -240,10 +241,11 @@ impl PointIndex {
         self.complete.store(false, AtomicOrdering::Release);
     }
 
-    /// What the index knows of `user_key`.
-    fn find(&self, user_key: &[u8]) -> Indexed {
+    /// What the index knows of `user_key` (whose [`hash_key`] is `hash`).
+    fn find(&self, user_key: &[u8], hash: u64) -> Indexed {
+        debug_assert_eq!(hash, hash_key(user_key), "hash of another key");
         let complete = self.complete.load(AtomicOrdering::Acquire);
-        for slot in self.probe_run(user_key) {
+        for slot in self.probe_run(hash) {
             let held = slot.load(AtomicOrdering::Acquire);
             if held.is_null() {
                 break;
@@ -395,14 +397,21 @@ impl SkipList {
         node
     }
 
-    /// Inserts an entry. Inserts are serialized by an internal mutex (the engine also
-    /// inserts under its commit lock). (user_key, trailer) must be new: with invariant
-    /// checks on, inserting a duplicate panics.
+    /// [`SkipList::insert_hashed`] computing the key's hash itself (tests).
+    #[cfg(test)]
+    pub fn insert(&self, user_key: &[u8], trailer: u64, value: &[u8]) {
+        self.insert_hashed(user_key, hash_key(user_key), trailer, value);
+    }
+
+    /// Inserts an entry; `hash` is the user key's [`hash_key`] (the memtable computes it
+    /// once for its bloom filter and this list's point index). Inserts are serialized by
+    /// an internal mutex (the engine also inserts under its commit lock). (user_key,
+    /// trailer) must be new: with invariant checks on, inserting a duplicate panics.
     ///
     /// # Panics
     /// If the key or the value is longer than `u32::MAX` bytes.
     #[allow(clippy::indexing_slicing, reason = "`level` < `max_height` <= MAX_HEIGHT = `preds.len()`")]
-    pub fn insert(&self, user_key: &[u8], trailer: u64, value: &[u8]) {
+    pub fn insert_hashed(&self, user_key: &[u8], hash: u64, trailer: u64, value: &[u8]) {
         assert!(user_key.len() <= u32::MAX as usize && value.len() <= u32::MAX as usize);
         let mut writer = self.writer.lock();
         let mut preds = [self.head; MAX_HEIGHT];
@@ -470,7 +479,7 @@ impl SkipList {
             // SAFETY: `succ` is a published node of this list.
             unsafe { (*succ).prev.store(node, AtomicOrdering::Release) };
         }
-        self.index.record(&mut writer.indexed_keys, node, user_key, trailer);
+        self.index.record(&mut writer.indexed_keys, node, user_key, hash, trailer);
         let bytes = HEADER_BYTES + height * LINK_BYTES + user_key.len() + value.len();
         // Plain load and store (no locked read-modify-write): only the writer, holding
         // `writer`, updates these counters.
@@ -604,14 +613,7 @@ unsafe fn node_cmp(node: *const NodeHeader, user_key: &[u8], trailer: u64) -> Or
 /// effect on results.
 #[inline]
 fn prefetch(node: *const NodeHeader) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: prefetching has no architectural effect and cannot fault, even on a null or
-    // dangling address. SSE is part of the x86_64 baseline.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(node.cast());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = node;
+    stampkv_sstable::prefetch::prefetch_line(node);
 }
 
 fn random_height(rng: &mut u64) -> usize {
@@ -648,12 +650,18 @@ impl<'a> Cursor<'a> {
     pub fn seek(&mut self, user_key: &[u8], trailer: u64) {
         self.node = self.list.find_neighbours(user_key, trailer).1;
     }
-    /// For a point lookup: moves to the first entry >= (user_key, trailer) if that entry
-    /// has user key `user_key`; otherwise to some entry of another user key, or off the
-    /// list. Through the point index when it knows the key (its newest node, then forward
-    /// over the versions newer than `trailer`); otherwise like [`Cursor::seek`].
+    /// [`Cursor::seek_for_get_hashed`] computing the key's hash itself (tests).
+    #[cfg(test)]
     pub fn seek_for_get(&mut self, user_key: &[u8], trailer: u64) {
-        let mut node = match self.list.index.find(user_key) {
+        self.seek_for_get_hashed(user_key, hash_key(user_key), trailer);
+    }
+    /// For a point lookup: moves to the first entry >= (user_key, trailer) if that entry
+    /// has user key `user_key` (whose [`hash_key`] is `hash`); otherwise to some entry of
+    /// another user key, or off the list. Through the point index when it knows the key
+    /// (its newest node, then forward over the versions newer than `trailer`); otherwise
+    /// like [`Cursor::seek`].
+    pub fn seek_for_get_hashed(&mut self, user_key: &[u8], hash: u64, trailer: u64) {
+        let mut node = match self.list.index.find(user_key, hash) {
             Indexed::Newest(node) => node,
             Indexed::Absent => {
                 self.node = ptr::null_mut();

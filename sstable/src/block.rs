@@ -109,6 +109,12 @@ impl Block {
         std::hint::black_box(sum);
     }
 
+    /// Asks the processor to load the block's entries into its caches (a hint: a scan
+    /// about to walk the block then finds them there instead of missing line by line).
+    pub(crate) fn prefetch_entries(&self) {
+        crate::prefetch::prefetch_bytes(self.entries());
+    }
+
     /// Approximate heap bytes held (for cache accounting and pinned-memory reporting).
     pub(crate) fn memory_usage(&self) -> usize {
         self.data.capacity() + std::mem::size_of::<Block>()
@@ -318,6 +324,18 @@ impl<B: Deref<Target = Block>> BlockIter<B> {
         }
     }
 
+    /// The value of the entry after the current one, without moving (`None` when there is
+    /// none or it does not decode; moving there then reports what is wrong).
+    pub(crate) fn peek_next_value(&self) -> Option<&[u8]> {
+        if !self.valid {
+            return None;
+        }
+        let entries = self.block.entries();
+        let (_, unshared, value_len, header_len) = decode_header(entries, self.next)?;
+        let value_start = self.next.checked_add(header_len)?.checked_add(unshared)?;
+        entries.get(value_start..value_start.checked_add(value_len)?)
+    }
+
     /// Moves to the next entry (invalid past the last one). No-op when invalid.
     #[inline]
     pub(crate) fn next(&mut self) {
@@ -440,12 +458,16 @@ mod tests {
         for interval in [1, 2, 16, 100] {
             let block = build(&entries, interval);
             let mut it = BlockIter::new(&block, true);
+            assert_eq!(it.peek_next_value(), None, "unpositioned");
             it.seek_to_first();
-            for e in &entries {
+            for (i, e) in entries.iter().enumerate() {
                 assert!(it.valid());
                 assert_eq!(&current(&it), e);
+                let next_value = entries.get(i + 1).map(|(_, _, v)| v.as_slice());
+                assert_eq!(it.peek_next_value(), next_value, "peek after entry {i}");
                 it.next();
             }
+            assert_eq!(it.peek_next_value(), None, "past the end");
             assert!(!it.valid());
             it.seek_to_last();
             for e in entries.iter().rev() {

@@ -171,10 +171,16 @@ struct Shard {
 impl Shard {
     /// The entry under `key` if it holds a block of `kind` (a block of another kind under
     /// that key, which only a damaged handle can ask for, is a miss).
-    fn lookup(&mut self, key: CacheKey, kind: BlockKind) -> Option<Cached> {
+    /// The entry at `key` if it holds a `kind` block; the lookup counts as a hit or (with
+    /// `count_miss`) a miss.
+    fn lookup(&mut self, key: CacheKey, kind: BlockKind, count_miss: bool) -> Option<Cached> {
         let found = self.map.get_mut(&key).filter(|entry| entry.value.kind() == kind);
-        let counters = if found.is_some() { &mut self.hits } else { &mut self.misses };
-        if let Some(count) = counters.get_mut(kind.slot()) {
+        let counters = match (found.is_some(), count_miss) {
+            (true, _) => Some(&mut self.hits),
+            (false, true) => Some(&mut self.misses),
+            (false, false) => None,
+        };
+        if let Some(count) = counters.and_then(|c| c.get_mut(kind.slot())) {
             *count += 1;
         }
         let entry = found?;
@@ -298,7 +304,7 @@ impl BlockCache {
 
     /// The cached block of `kind` at (`table_id`, `offset`), counting a hit or a miss.
     pub(crate) fn lookup(&self, table_id: u64, offset: u64, kind: BlockKind) -> Option<Cached> {
-        self.shard((table_id, offset))?.lock().lookup((table_id, offset), kind)
+        self.shard((table_id, offset))?.lock().lookup((table_id, offset), kind, true)
     }
 
     /// Caches a block (if it fits), evicting others as needed.
@@ -312,6 +318,16 @@ impl BlockCache {
     /// The cached data block at (`table_id`, `offset`).
     pub(crate) fn lookup_data(&self, table_id: u64, offset: u64) -> Option<Arc<Block>> {
         match self.lookup(table_id, offset, BlockKind::Data)? {
+            Cached::Data(block) => Some(block),
+            Cached::Index(_) | Cached::Filter(_) => None,
+        }
+    }
+
+    /// Like [`BlockCache::lookup_data`], but a miss is not counted: for a scan looking a
+    /// block ahead, whose miss the read that follows counts.
+    pub(crate) fn lookup_data_ahead(&self, table_id: u64, offset: u64) -> Option<Arc<Block>> {
+        let key = (table_id, offset);
+        match self.shard(key)?.lock().lookup(key, BlockKind::Data, false)? {
             Cached::Data(block) => Some(block),
             Cached::Index(_) | Cached::Filter(_) => None,
         }

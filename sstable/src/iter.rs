@@ -5,10 +5,16 @@ use std::sync::Arc;
 
 use crate::block::{Block, BlockIter};
 use crate::error::TableError;
+use crate::format::BlockHandle;
 use crate::index::IndexBlock;
 use crate::key::{compare_stored, split_stored_key};
 use crate::readahead::Readahead;
 use crate::table::Table;
+
+/// Forward steps into a new data block after which a walk counts as a scan (and the next
+/// block is looked up ahead). One: a seek that reads a few entries and crosses one block
+/// boundary pays one extra cache lookup.
+const SCAN_AFTER_BLOCKS: u32 = 1;
 
 /// Bidirectional iterator over a table.
 ///
@@ -31,6 +37,12 @@ pub struct TableIter {
     fill_cache: bool,
     /// Reads windows of the file ahead once blocks are read in file order.
     readahead: Readahead,
+    /// Data blocks entered by stepping forward off the end of the previous one since the
+    /// last seek: from the first such step on, the walk is taken to be a scan.
+    blocks_stepped: u32,
+    /// The block after `data` in file order (its offset), looked up in the block cache
+    /// while `data` is walked and asked into the processor's caches.
+    ahead: Option<(u64, Arc<Block>)>,
 }
 
 impl TableIter {
@@ -47,6 +59,8 @@ impl TableIter {
             data_offset: None,
             fill_cache,
             readahead: Readahead::default(),
+            blocks_stepped: 0,
+            ahead: None,
         }
     }
 
@@ -68,6 +82,7 @@ impl TableIter {
 
     /// First entry >= (user_key, trailer) in table order.
     pub fn seek(&mut self, user_key: &[u8], trailer: u64) -> Result<(), TableError> {
+        self.forget_walk();
         self.load_index()?;
         if let Some(index) = &self.index_block {
             index.seek(&mut self.index, user_key, trailer);
@@ -93,6 +108,7 @@ impl TableIter {
 
     /// Positions at the first entry (invalid if the table is empty).
     pub fn seek_to_first(&mut self) -> Result<(), TableError> {
+        self.forget_walk();
         self.load_index()?;
         self.index.seek_to_first();
         if self.load_data_block()? {
@@ -103,6 +119,7 @@ impl TableIter {
 
     /// Positions at the last entry (invalid if the table is empty).
     pub fn seek_to_last(&mut self) -> Result<(), TableError> {
+        self.forget_walk();
         self.load_index()?;
         self.index.seek_to_last();
         if self.load_data_block()? {
@@ -131,6 +148,7 @@ impl TableIter {
         if !self.data.valid() {
             return Ok(());
         }
+        self.forget_walk();
         self.data.prev();
         self.skip_empty_backward()
     }
@@ -183,6 +201,9 @@ impl TableIter {
             if self.data_offset == Some(handle.offset) {
                 return Ok(None); // already loaded: keep it (and the cache untouched)
             }
+            if let Some((_, block)) = self.ahead.take().filter(|(offset, _)| *offset == handle.offset) {
+                return Ok(Some((handle.offset, block)));
+            }
             self.table
                 .load_block_via(handle, self.fill_cache, Some(&mut self.readahead))
                 .map(|b| Some((handle.offset, b)))
@@ -221,7 +242,32 @@ impl TableIter {
             if !self.load_data_block()? {
                 return Ok(());
             }
+            self.blocks_stepped = self.blocks_stepped.saturating_add(1);
+            if self.blocks_stepped >= SCAN_AFTER_BLOCKS {
+                self.look_ahead();
+            }
             self.data.seek_to_first();
+        }
+    }
+
+    /// A seek or a step back: the walk so far says nothing about the next blocks.
+    fn forget_walk(&mut self) {
+        self.blocks_stepped = 0;
+        self.ahead = None;
+    }
+
+    /// During a scan, finds the block after the current one in the block cache and asks
+    /// the processor to load it, so that its cache misses overlap the walk of this block
+    /// instead of stalling the step into it. A block not in the cache is left to the
+    /// readahead; an index entry that does not decode is left for the step that reaches it.
+    fn look_ahead(&mut self) {
+        self.ahead = self
+            .index
+            .peek_next_value()
+            .and_then(BlockHandle::decode)
+            .and_then(|handle| Some((handle.offset, self.table.cached_data_block_ahead(handle.offset)?)));
+        if let Some((_, block)) = &self.ahead {
+            block.prefetch_entries();
         }
     }
 

@@ -76,7 +76,7 @@
 //! assert_eq!((it.user_key(), it.trailer()), (&b"apple"[..], 7));
 //! ```
 
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 mod block;
 mod block_builder;
@@ -92,6 +92,7 @@ mod iter;
 mod key;
 mod key_buf;
 mod options;
+pub mod prefetch;
 mod properties;
 mod read_at;
 mod readahead;

@@ -356,6 +356,12 @@ impl Table {
 
     /// [`Table::load_block`], reading through `readahead` (an iterator's) when the block
     /// is not in the cache.
+    /// The data block at `offset` if the block cache holds it (no read otherwise), for a
+    /// scan looking ahead: a miss is not counted (the read that follows counts it).
+    pub(crate) fn cached_data_block_ahead(&self, offset: u64) -> Option<Arc<Block>> {
+        self.cache.as_ref()?.lookup_data_ahead(self.id, offset)
+    }
+
     pub(crate) fn load_block_via(
         &self,
         handle: BlockHandle,

@@ -2,8 +2,9 @@
 
 use std::cmp::Ordering;
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
-use stampkv_sstable::{Compression, TableIter, TableOptions};
+use stampkv_sstable::{BlockCache, Compression, TableIter, TableOptions};
 
 use crate::common::{build, cmp_key, open, Entry, Rng};
 
@@ -177,13 +178,25 @@ fn random_tables_match_model() {
                     restart_bytes,
                     index_restart_interval,
                 };
-                let table = open(build(&model, options), seed, None);
+                let bytes = build(&model, options);
+                let table = open(bytes.clone(), seed, None);
                 assert_eq!(table.entry_count(), model.len() as u64);
                 let mut it = table.iter();
                 check_scans(&mut it, &model);
                 check_seeks(&mut it, &model, &mut rng);
                 check_walks(&mut it, &model, &mut rng);
                 check_gets(&table, &model, &mut rng);
+                // Through a block cache that holds every block (scans after the first
+                // take the next block from it ahead of time) and through one that holds
+                // a few (blocks taken ahead are evicted while the scan holds them).
+                for capacity in [64 << 20, 16 << 10] {
+                    let cache = Arc::new(BlockCache::new(capacity));
+                    let table = open(bytes.clone(), seed, Some(cache));
+                    let mut it = table.iter();
+                    check_scans(&mut it, &model);
+                    check_scans(&mut it, &model);
+                    check_walks(&mut it, &model, &mut rng);
+                }
             }
         }
     }
