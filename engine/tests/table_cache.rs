@@ -370,6 +370,54 @@ fn index_and_filter_blocks_cycle_through_a_tiny_block_cache() {
     db.close().unwrap();
 }
 
+#[test]
+fn level0_tables_keep_their_index_and_filter_and_deeper_tables_leave_them_to_the_cache() {
+    let fs = MemFs::new();
+    let mut options = tiny_block_cache(true);
+    options.block_cache_bytes = 1 << 20;
+    options.write_buffer_size = 256 << 10;
+    options.l0_compaction_trigger = 4;
+    let db = Db::open_with_fs(Arc::new(fs), DIR, options).unwrap();
+    let mut model = Model::new();
+    // Two overlapping level-0 tables, so that compacting them writes a new table.
+    for round in 0..2 {
+        for i in 0..300u64 {
+            let (k, v) = (key(i * 7 % 1000), format!("value {i} of round {round}").into_bytes());
+            db.put(&k, &v).unwrap();
+            model.insert(k, v);
+        }
+        db.flush().unwrap();
+    }
+    let files = db.table_files();
+    let level0 = files.iter().filter(|f| f.level == 0).count();
+    assert!(level0 == 2 && level0 == files.len(), "{files:?}");
+    // Gets through level 0 look nothing up in the cache but data blocks.
+    let flushed = db.stats();
+    for i in 0..1000u64 {
+        assert_eq!(db.get(&key(i)).unwrap(), model.get(&key(i)).cloned(), "get {i}");
+    }
+    let read = db.stats();
+    assert_eq!(read.block_cache_index_filter_hits_misses, flushed.block_cache_index_filter_hits_misses);
+    let per_level0_table = read.pinned_table_bytes / level0 as u64;
+    // Compacted below level 0, the same data's index and filter go through the cache.
+    db.compact().unwrap();
+    assert!(db.table_files().iter().all(|f| f.level > 0), "{:?}", db.table_files());
+    for i in 0..1000u64 {
+        assert_eq!(db.get(&key(i)).unwrap(), model.get(&key(i)).cloned(), "get {i} after compaction");
+    }
+    let compacted = db.stats();
+    let (hits, misses) = compacted.block_cache_index_filter_hits_misses;
+    assert!(hits + misses > read.block_cache_index_filter_hits_misses.0 + 1000, "{compacted:?}");
+    let per_table = compacted.pinned_table_bytes / compacted.open_tables.max(1) as u64;
+    assert!(per_table < 1024, "{per_table} bytes pinned per open table");
+    // A level-0 table held its index (one entry per 256-byte block) and filter besides.
+    assert!(
+        per_level0_table > per_table + 500,
+        "level 0: {per_level0_table}, deeper: {per_table} bytes per table"
+    );
+    db.close().unwrap();
+}
+
 #[cfg(unix)]
 #[test]
 fn an_index_damaged_under_an_open_table_is_a_corruption_when_reloaded() {

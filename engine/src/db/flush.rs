@@ -23,6 +23,8 @@ use std::sync::Arc;
 /// A table being written.
 pub(crate) struct TableOutput {
     pub number: u64,
+    /// The level the table goes into.
+    level: usize,
     builder: TableBuilder<FileWriter>,
     last_key: Vec<u8>,
     /// Earliest expiry of the expiring values written.
@@ -125,7 +127,7 @@ impl TableEnv {
         let compression = compression_for_level(&self.options, &self.compression_per_level, level);
         let options = TableOptions { compression, ..self.options.clone() };
         let builder = TableBuilder::new(FileWriter::new(file), options);
-        Ok(TableOutput { number, builder, last_key: Vec::new(), earliest_expiry_ms: None })
+        Ok(TableOutput { number, level, builder, last_key: Vec::new(), earliest_expiry_ms: None })
     }
 
     /// Finishes and syncs a table and opens it; `None` (and no file) if it is empty. The
@@ -138,6 +140,7 @@ impl TableEnv {
             self.fs.remove(&path).map_err(|e| Error::io(format!("removing {name}"), e))?;
             return Ok(None);
         }
+        let level = output.level;
         let expiry = output.earliest_expiry_ms.map(u64::to_le_bytes);
         let properties: Vec<(&str, &[u8])> =
             expiry.as_ref().map(|bytes| (EARLIEST_EXPIRY_PROPERTY, &bytes[..])).into_iter().collect();
@@ -152,7 +155,7 @@ impl TableEnv {
             largest_key: summary.largest_key,
             largest_trailer: summary.largest_trailer,
         };
-        self.open_file(desc, file).map(Some)
+        self.open_file(desc, file, level).map(Some)
     }
 
     /// Opens a table the manifest lists (verifying it; the table cache keeps it open
@@ -162,8 +165,22 @@ impl TableEnv {
         Ok(self.live_file(desc, &table))
     }
 
-    fn open_file(&self, desc: FileDesc, file: Arc<dyn crate::fs::FsFile>) -> Result<Arc<TableFile>> {
-        let table = self.table_cache.open_file(desc.number, file)?;
+    /// Opens a table just written for `level`. A level-0 table keeps its index and filter
+    /// itself (RocksDB's `pin_l0_filter_and_index_blocks_in_cache`): every point read
+    /// consults every level-0 table, and a table holding them skips a block cache lookup
+    /// each (a lock and a reference count); they are counted in `pinned_table_bytes`, and
+    /// level 0 holds few tables.
+    fn open_file(
+        &self,
+        desc: FileDesc,
+        file: Arc<dyn crate::fs::FsFile>,
+        level: usize,
+    ) -> Result<Arc<TableFile>> {
+        let table = if level == 0 {
+            self.table_cache.open_file_with(desc.number, file, IndexFilterPlacement::Pinned)?
+        } else {
+            self.table_cache.open_file(desc.number, file)?
+        };
         Ok(self.live_file(desc, &table))
     }
 
