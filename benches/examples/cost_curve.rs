@@ -4,12 +4,15 @@
 //!
 //! ```text
 //! cargo run --release -p stampkv-benches --example cost_curve -- [--sizes 1000000,10000000]
-//!     [--engines stampkv,fjall,redb] [--values random|text] [--ops 1000000]
+//!     [--engines stampkv,fjall,redb] [--values random|text] [--ops 1000000] [--runs 1]
 //!     [--cache-mib 256] [--dir PATH] [--results benches/results/cost-curve.tsv] [--render-only]
 //! ```
 //!
 //! Each (engine, size) runs in its own child process, so peak memory is its own, and its
 //! database is deleted before the next starts (a 100 M-key database is about 12 GB).
+//! With `--runs N` each size is measured N times, the engines alternating within each
+//! round; the results keep per metric the median run, or for the bounds (longest put,
+//! stall time, peak memory) the worst, and every run's value is printed.
 //! Keys are 16 bytes, values 100 bytes (`--values text`: JSON-like text that compresses to
 //! about 0.4). Every engine gets the same cache budget (`--cache-mib`): stampkv's block
 //! cache, fjall's block cache, redb's page cache; each keeps its own write buffers.
@@ -79,6 +82,7 @@ struct Args {
     engines: Vec<String>,
     text_values: bool,
     ops: u64,
+    runs: usize,
     cache_mib: u64,
     dir: Option<PathBuf>,
     results: PathBuf,
@@ -92,6 +96,7 @@ fn parse_args() -> Args {
         engines: vec!["stampkv".into(), "fjall".into(), "redb".into()],
         text_values: false,
         ops: 1_000_000,
+        runs: 1,
         cache_mib: 256,
         dir: None,
         results: PathBuf::from("benches/results/cost-curve.tsv"),
@@ -112,6 +117,7 @@ fn parse_args() -> Args {
                 }
             }
             "--ops" => args.ops = value().parse().expect("--ops"),
+            "--runs" => args.runs = value().parse::<usize>().expect("--runs").max(1),
             "--cache-mib" => args.cache_mib = value().parse().expect("--cache-mib"),
             "--dir" => args.dir = Some(PathBuf::from(value())),
             "--results" => args.results = PathBuf::from(value()),
@@ -121,7 +127,7 @@ fn parse_args() -> Args {
             "--help" | "-h" => {
                 println!(
                     "cost_curve [--sizes 1000000,10000000] [--engines stampkv,fjall,redb] \
-                     [--values random|text] [--ops 1000000] [--cache-mib 256] [--dir PATH] \
+                     [--values random|text] [--ops 1000000] [--runs 1] [--cache-mib 256] [--dir PATH] \
                      [--results benches/results/cost-curve.tsv] [--render-only]"
                 );
                 std::process::exit(0);
@@ -493,6 +499,56 @@ fn write_chart(path: &Path, values: &str, results: &Results, cache_mib: u64) {
     curves(path, &caption, &panels).expect("draw chart");
 }
 
+/// One engine at one size in a child process (run `run` of `--runs`): its metrics, printed
+/// as they come.
+fn run_child(exe: &Path, root: &Path, engine: &str, n: u64, run: usize, args: &Args) -> Vec<(String, f64)> {
+    let values = values_name(args);
+    let dir = root.join(format!("{engine}-{n}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create dir");
+    eprintln!("{engine}, {n} keys, {values} values, run {run} of {} (load {})", args.runs, loadavg());
+    let started = Instant::now();
+    let output = Command::new(exe)
+        .args(["--child", engine, "--sizes", &n.to_string(), "--ops", &args.ops.to_string()])
+        .args(["--values", values, "--cache-mib", &args.cache_mib.to_string()])
+        .arg("--dir")
+        .arg(&dir)
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .expect("run child");
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(output.status.success(), "{engine} at {n} keys failed");
+    let mut metrics = Vec::new();
+    for line in String::from_utf8_lossy(&output.stdout).lines() {
+        let mut parts = line.splitn(3, ' ');
+        match (parts.next(), parts.next(), parts.next()) {
+            (Some("METRIC"), Some(name), Some(value)) => {
+                let value: f64 = value.parse().expect("metric value");
+                println!("{engine:>8} {n:>10} {name:<20} {}", value_text(value));
+                metrics.push((name.to_owned(), value));
+            }
+            (Some("INFO"), Some(first), Some(rest)) => println!("{engine:>8} {n:>10} {first} {rest}"),
+            _ => {}
+        }
+    }
+    eprintln!("{engine}, {n} keys: {:.0} s in all", started.elapsed().as_secs_f64());
+    metrics
+}
+
+/// What the results record of a metric measured in several runs: the worst run for the
+/// bounds (the longest put, stall time, peak memory), the median for everything else
+/// (rates, latencies, amplification), so that one noisy run moves neither way.
+fn combine_runs(name: &str, values: &[f64]) -> f64 {
+    let worst_is_highest = ["max", "stall", "peak", "heap"].iter().any(|word| name.contains(word));
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    if worst_is_highest {
+        sorted.last().copied().unwrap_or(0.0)
+    } else {
+        sorted[sorted.len() / 2]
+    }
+}
+
 fn main() {
     let args = parse_args();
     if let Some(engine) = &args.child {
@@ -511,37 +567,29 @@ fn main() {
     let values = values_name(&args);
     let sizes = if args.render_only { &[][..] } else { &args.sizes[..] };
     for &n in sizes {
-        for engine in &args.engines {
-            let dir = root.join(format!("{engine}-{n}"));
-            let _ = std::fs::remove_dir_all(&dir);
-            std::fs::create_dir_all(&dir).expect("create dir");
-            eprintln!("{engine}, {n} keys, {values} values (load {})", loadavg());
-            let started = Instant::now();
-            let output = Command::new(&exe)
-                .args(["--child", engine, "--sizes", &n.to_string(), "--ops", &args.ops.to_string()])
-                .args(["--values", values, "--cache-mib", &args.cache_mib.to_string()])
-                .arg("--dir")
-                .arg(&dir)
-                .stderr(std::process::Stdio::inherit())
-                .output()
-                .expect("run child");
-            let _ = std::fs::remove_dir_all(&dir);
-            assert!(output.status.success(), "{engine} at {n} keys failed");
-            for line in String::from_utf8_lossy(&output.stdout).lines() {
-                let mut parts = line.splitn(3, ' ');
-                match (parts.next(), parts.next(), parts.next()) {
-                    (Some("METRIC"), Some(name), Some(value)) => {
-                        let value: f64 = value.parse().expect("metric value");
-                        println!("{engine:>8} {n:>10} {name:<20} {}", value_text(value));
-                        results.insert((values.into(), engine.clone(), n, name.into()), value);
-                    }
-                    (Some("INFO"), Some(first), Some(rest)) => println!("{engine:>8} {n:>10} {first} {rest}"),
-                    _ => {}
+        // Every run's value of each (engine, metric), runs alternating between engines.
+        let mut runs: BTreeMap<(String, String), Vec<f64>> = BTreeMap::new();
+        for run in 1..=args.runs {
+            for engine in &args.engines {
+                for (name, value) in run_child(&exe, &root, engine, n, run, &args) {
+                    runs.entry((engine.clone(), name)).or_default().push(value);
                 }
             }
-            eprintln!("{engine}, {n} keys: {:.0} s in all", started.elapsed().as_secs_f64());
-            save_results(&args.results, &results);
         }
+        for ((engine, name), values_seen) in runs {
+            let value = combine_runs(&name, &values_seen);
+            if args.runs > 1 {
+                let each: Vec<String> = values_seen.iter().map(|v| value_text(*v)).collect();
+                println!(
+                    "{engine:>8} {n:>10} {name:<20} {} of {} runs: {}",
+                    value_text(value),
+                    args.runs,
+                    each.join(", ")
+                );
+            }
+            results.insert((values.into(), engine, n, name), value);
+        }
+        save_results(&args.results, &results);
     }
     let _ = std::fs::remove_dir(&root);
     let base = args.results.with_file_name(format!("cost-curve-{values}"));
