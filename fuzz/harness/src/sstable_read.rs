@@ -419,6 +419,11 @@ impl Checker<'_> {
             Err(e) => return self.error(&e, "open"),
         };
         self.scans(&table);
+        if spec.cache {
+            // Again with the blocks the first pass cached: a forward scan then takes each
+            // next block from the cache one block ahead.
+            self.scans(&table);
+        }
         for probe in spec.probes.iter().take(16) {
             self.probe(&table, probe);
         }
