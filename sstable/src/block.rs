@@ -155,6 +155,15 @@ fn decode_header(entries: &[u8], pos: usize) -> Option<(usize, usize, usize, usi
     Some((shared as usize, unshared as usize, value_len as usize, n1 + n2 + n3))
 }
 
+/// The value of the entry at `pos` of `entries` and where the entry after it starts, if the
+/// entry decodes (its key is not looked at).
+fn value_at(entries: &[u8], pos: usize) -> Option<(&[u8], usize)> {
+    let (_, unshared, value_len, header_len) = decode_header(entries, pos)?;
+    let value_start = pos.checked_add(header_len)?.checked_add(unshared)?;
+    let value_end = value_start.checked_add(value_len)?;
+    Some((entries.get(value_start..value_end)?, value_end))
+}
+
 /// A cursor over the entries of a block. `B` is `&Block` (point lookups) or
 /// `Arc<Block>` (table iterators).
 ///
@@ -324,16 +333,24 @@ impl<B: Deref<Target = Block>> BlockIter<B> {
         }
     }
 
-    /// The value of the entry after the current one, without moving (`None` when there is
-    /// none or it does not decode; moving there then reports what is wrong).
-    pub(crate) fn peek_next_value(&self) -> Option<&[u8]> {
+    /// The values of the next `N` entries after the current one, without moving (`None`
+    /// past the last entry, or from an entry that does not decode on: moving there then
+    /// reports what is wrong).
+    pub(crate) fn peek_next_values<const N: usize>(&self) -> [Option<&[u8]>; N] {
+        let mut values = [None; N];
         if !self.valid {
-            return None;
+            return values;
         }
         let entries = self.block.entries();
-        let (_, unshared, value_len, header_len) = decode_header(entries, self.next)?;
-        let value_start = self.next.checked_add(header_len)?.checked_add(unshared)?;
-        entries.get(value_start..value_start.checked_add(value_len)?)
+        let mut pos = self.next;
+        for value in &mut values {
+            let Some((found, next)) = value_at(entries, pos) else {
+                break;
+            };
+            *value = Some(found);
+            pos = next;
+        }
+        values
     }
 
     /// Moves to the next entry (invalid past the last one). No-op when invalid.
@@ -458,16 +475,16 @@ mod tests {
         for interval in [1, 2, 16, 100] {
             let block = build(&entries, interval);
             let mut it = BlockIter::new(&block, true);
-            assert_eq!(it.peek_next_value(), None, "unpositioned");
+            assert_eq!(it.peek_next_values::<2>(), [None, None], "unpositioned");
             it.seek_to_first();
             for (i, e) in entries.iter().enumerate() {
                 assert!(it.valid());
                 assert_eq!(&current(&it), e);
-                let next_value = entries.get(i + 1).map(|(_, _, v)| v.as_slice());
-                assert_eq!(it.peek_next_value(), next_value, "peek after entry {i}");
+                let value = |j: usize| entries.get(j).map(|(_, _, v)| v.as_slice());
+                assert_eq!(it.peek_next_values::<2>(), [value(i + 1), value(i + 2)], "peek after entry {i}");
                 it.next();
             }
-            assert_eq!(it.peek_next_value(), None, "past the end");
+            assert_eq!(it.peek_next_values::<1>(), [None], "past the end");
             assert!(!it.valid());
             it.seek_to_last();
             for e in entries.iter().rev() {

@@ -257,17 +257,20 @@ impl TableIter {
     }
 
     /// During a scan, finds the block after the current one in the block cache and asks
-    /// the processor to load it, so that its cache misses overlap the walk of this block
-    /// instead of stalling the step into it. A block not in the cache is left to the
-    /// readahead; an index entry that does not decode is left for the step that reaches it.
+    /// the processor to load its entries, so that their cache misses overlap the walk of
+    /// this block instead of stalling the step into it; and asks it to load the header of
+    /// the block after that, so that the same lookup one block later does not stall on
+    /// it either. A block not in the cache is left to the readahead; an index entry that
+    /// does not decode is left for the step that reaches it.
     fn look_ahead(&mut self) {
-        self.ahead = self
-            .index
-            .peek_next_value()
-            .and_then(BlockHandle::decode)
-            .and_then(|handle| Some((handle.offset, self.table.cached_data_block_ahead(handle.offset)?)));
+        let [next, after_next] = self.index.peek_next_values::<2>().map(|v| v.and_then(BlockHandle::decode));
+        self.ahead =
+            next.and_then(|handle| Some((handle.offset, self.table.cached_data_block_ahead(handle.offset)?)));
         if let Some((_, block)) = &self.ahead {
             block.prefetch_entries();
+        }
+        if let Some(handle) = after_next {
+            self.table.prefetch_cached_data_block(handle.offset);
         }
     }
 

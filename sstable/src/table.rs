@@ -362,6 +362,14 @@ impl Table {
         self.cache.as_ref()?.lookup_data_ahead(self.id, offset)
     }
 
+    /// Asks the processor to load the header of the data block at `offset` if the block
+    /// cache holds it (see [`BlockCache::prefetch_data`]).
+    pub(crate) fn prefetch_cached_data_block(&self, offset: u64) {
+        if let Some(cache) = &self.cache {
+            cache.prefetch_data(self.id, offset);
+        }
+    }
+
     pub(crate) fn load_block_via(
         &self,
         handle: BlockHandle,
