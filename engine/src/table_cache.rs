@@ -211,16 +211,7 @@ impl TableCache {
 
     /// [`TableCache::open_file`] with the index and filter kept as `placement` says,
     /// whatever the cache's own placement. A reopen after eviction uses the cache's.
-    pub fn open_file_with(
-        &self,
-        number: u64,
-        file: Arc<dyn FsFile>,
-        placement: IndexFilterPlacement,
-    ) -> Result<Arc<Table>> {
-        self.open_with(number, file, placement)
-    }
-
-    fn open_with(
+    pub fn open_with(
         &self,
         number: u64,
         file: Arc<dyn FsFile>,

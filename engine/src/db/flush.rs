@@ -177,7 +177,7 @@ impl TableEnv {
         level: usize,
     ) -> Result<Arc<TableFile>> {
         let table = if level == 0 {
-            self.table_cache.open_file_with(desc.number, file, IndexFilterPlacement::Pinned)?
+            self.table_cache.open_with(desc.number, file, IndexFilterPlacement::Pinned)?
         } else {
             self.table_cache.open_file(desc.number, file)?
         };
