@@ -23,8 +23,21 @@ use std::sync::Arc;
 /// What a read must see: key -> (value, expiry).
 type Model = BTreeMap<Vec<u8>, (Vec<u8>, Option<u64>)>;
 
+/// Key `i`: `key(i) < key(j)` for `i < j`.
 fn key(i: u64) -> Vec<u8> {
     format!("key{i:04}").into_bytes()
+}
+
+/// Key `i`, of one of four shapes around the 16 bytes the merge and the cursor hold of a
+/// key: short; short with a trailing zero (equal to the short one in those 16 bytes);
+/// exactly 16 bytes; and over 16 bytes, sharing the first 16 with every other such key.
+fn shaped_key(i: u64) -> Vec<u8> {
+    match i % 4 {
+        0 => format!("key{i:04}").into_bytes(),
+        1 => [format!("key{:04}", i - 1).as_bytes(), &[0]].concat(),
+        2 => format!("key{i:04}-sixteen").into_bytes(),
+        _ => format!("a-long-key-head-{i:04}").into_bytes(),
+    }
 }
 
 /// Everything a cursor yields, as entries.
@@ -48,8 +61,8 @@ fn drain(mut cursor: DbCursor) -> Vec<Entry> {
 fn random_bound(rng: &mut Rng) -> Bound<Vec<u8>> {
     match rng.below(3) {
         0 => Bound::Unbounded,
-        1 => Bound::Included(key(rng.below(420))),
-        _ => Bound::Excluded(key(rng.below(420))),
+        1 => Bound::Included(shaped_key(rng.below(420))),
+        _ => Bound::Excluded(shaped_key(rng.below(420))),
     }
 }
 
@@ -88,7 +101,7 @@ fn random_ranges_agree_with_the_iterator_and_the_model() {
     for step in 0..steps {
         let mut batch = WriteBatch::new();
         for _ in 0..1 + rng.below(4) {
-            let k = key(rng.below(400));
+            let k = shaped_key(rng.below(400));
             match rng.below(10) {
                 0..=1 => {
                     batch.delete(&k);

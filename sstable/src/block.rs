@@ -307,8 +307,10 @@ impl<B: Deref<Target = Block>> BlockIter<B> {
                 self.key_buf.extend_from_slice(prev.unwrap_or_default());
                 self.key_borrowed = false;
             }
-            self.key_buf.truncate(shared);
-            self.key_buf.extend_from_slice(delta);
+            // The delta and the bytes after it (its value, the next entries): the buffer
+            // may copy a fixed-size window of them.
+            let rest = entries.get(key_start..).unwrap_or(delta);
+            self.key_buf.replace_suffix(shared, rest, unshared);
         }
         self.value_start = key_end;
         self.value_end = value_end;

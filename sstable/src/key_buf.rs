@@ -10,6 +10,9 @@
 /// Longest key held without a heap allocation.
 pub(crate) const INLINE_BYTES: usize = 64;
 
+/// Bytes [`KeyBuf::replace_suffix`] copies in one fixed-size move.
+pub(crate) const SUFFIX_WINDOW: usize = 32;
+
 /// A growable byte buffer, inline up to [`INLINE_BYTES`].
 ///
 /// Invariant: when `spilled` is false the key is `inline[..len]` and `len <= INLINE_BYTES`;
@@ -84,6 +87,27 @@ impl KeyBuf {
         }
     }
 
+    /// `truncate(shared)` then `extend_from_slice(&rest[..len])`: `rest` starts with the
+    /// `len` bytes to append, and what follows them is ignored. An inline key that keeps
+    /// `shared` bytes and stays inline, with at least [`SUFFIX_WINDOW`] bytes in `rest` and
+    /// `len` no more than that, takes the window in one fixed-size copy, with no call to a
+    /// variable-length copy (the bytes copied past the new length are not part of the key).
+    /// Requires `len <= rest.len()`.
+    #[inline]
+    pub(crate) fn replace_suffix(&mut self, shared: usize, rest: &[u8], len: usize) {
+        if !self.spilled && shared <= self.len && len <= SUFFIX_WINDOW {
+            let dst = self.inline.get_mut(shared..shared + SUFFIX_WINDOW);
+            if let (Some(dst), Some(window)) = (dst, rest.first_chunk::<SUFFIX_WINDOW>()) {
+                dst.copy_from_slice(window);
+                self.len = shared + len;
+                return;
+            }
+        }
+        debug_assert!(len <= rest.len(), "suffix of {len} bytes from {} bytes", rest.len());
+        self.truncate(shared);
+        self.extend_from_slice(rest.get(..len).unwrap_or(rest));
+    }
+
     /// Moves the inline key plus `bytes` to the heap.
     #[cold]
     fn spill(&mut self, bytes: &[u8]) {
@@ -121,6 +145,31 @@ mod tests {
                     model.extend_from_slice(&bytes);
                 }
             }
+            assert_eq!(buf.as_slice(), model.as_slice(), "step {step}");
+            assert_eq!(buf.len(), model.len(), "step {step}");
+        }
+    }
+
+    /// `replace_suffix` against `truncate` + `extend_from_slice` on a `Vec<u8>` model:
+    /// windows that fit inline, ones that spill, rests shorter than a window.
+    #[test]
+    fn replace_suffix_matches_truncate_and_extend() {
+        let mut rng = stampkv_testkit::SplitMix64::new(9);
+        let mut buf = KeyBuf::default();
+        let mut model: Vec<u8> = Vec::new();
+        for step in 0..20_000 {
+            if rng.below(20) == 0 {
+                buf.clear();
+                model.clear();
+            }
+            let shared = rng.below(model.len() as u64 + 1) as usize;
+            // Rests shorter and longer than the window, suffixes up to past it.
+            let rest: Vec<u8> =
+                (0..rng.below(2 * SUFFIX_WINDOW as u64)).map(|_| rng.next_u64() as u8).collect();
+            let len = rng.below(rest.len() as u64 + 1) as usize;
+            buf.replace_suffix(shared, &rest, len);
+            model.truncate(shared);
+            model.extend_from_slice(&rest[..len]);
             assert_eq!(buf.as_slice(), model.as_slice(), "step {step}");
             assert_eq!(buf.len(), model.len(), "step {step}");
         }

@@ -3,7 +3,7 @@
 
 use super::read::{decode_visible, merged_iter};
 use super::ReadState;
-use crate::iter::{head_prefix, InternalIterator, MergingIter};
+use crate::iter::{InternalIterator, MergingIter, HEAD_BYTES};
 use crate::key::{self, EntryKind};
 use crate::Result;
 use std::ops::{Bound, RangeBounds};
@@ -24,8 +24,9 @@ enum Position {
 /// consistent view of the database ([`crate::Db::cursor`], [`crate::Snapshot::cursor`]).
 ///
 /// Where [`crate::DbIter`] returns each entry as owned vectors, a cursor lends the current
-/// entry: [`DbCursor::key`] from one buffer it reuses, [`DbCursor::value`] straight from the
-/// memtable or table block that holds it. Both borrows end at the next move, so a scan
+/// entry: [`DbCursor::key`] from a buffer it reuses (a key of up to 16 bytes from the
+/// merge's copy of its first 16 bytes, without a copy of its own), [`DbCursor::value`]
+/// straight from the memtable or table block that holds it. Both borrows end at the next move, so a scan
 /// allocates nothing per entry.
 ///
 /// ```
@@ -53,10 +54,16 @@ pub struct DbCursor {
     lower: Bound<Vec<u8>>,
     upper: Bound<Vec<u8>>,
     position: Position,
-    /// The current entry's user key.
-    key: Vec<u8>,
-    /// `head_prefix(&key)`, for telling the next entry's key apart cheaply.
+    /// The current entry's user key's first [`HEAD_BYTES`] bytes, big-endian and
+    /// zero-padded (`head_prefix` of it): for telling the next entry's key apart cheaply,
+    /// and, for a key no longer than that, the key itself.
     key_prefix: u128,
+    /// `key_prefix` as bytes.
+    short_key: [u8; HEAD_BYTES],
+    /// The current user key's length.
+    key_len: usize,
+    /// The current user key if it is longer than [`HEAD_BYTES`] (stale otherwise).
+    long_key: Vec<u8>,
     /// Bytes of the stored value before the user's value (an expiry), at `Position::At`.
     value_offset: usize,
     /// The current entry's sequence number and expiry.
@@ -79,8 +86,10 @@ impl DbCursor {
             lower: owned(range.start_bound()),
             upper: owned(range.end_bound()),
             position: Position::Unstarted,
-            key: Vec::new(),
             key_prefix: 0,
+            short_key: [0; HEAD_BYTES],
+            key_len: 0,
+            long_key: Vec::new(),
             value_offset: 0,
             entry_seq: 0,
             expires_at_ms: None,
@@ -117,31 +126,47 @@ impl DbCursor {
         self.find_live()
     }
 
-    /// Moves past the remaining (older) versions of `self.key`.
+    /// Moves past the remaining (older) versions of the current key.
     fn skip_older_versions(&mut self) -> Result<()> {
+        let key = current_key(&self.short_key, &self.long_key, self.key_len);
         // The merge compares its current key's head (first 16 bytes, length) with the
         // cursor's: a different key is told apart without asking the child for its key.
-        while self.iter.current_user_key_is(&self.key, self.key_prefix) {
+        while self.iter.current_user_key_is(key, self.key_prefix) {
             self.iter.next()?;
         }
         Ok(())
     }
 
+    /// Whether the merge's current key lies beyond the range.
+    fn beyond_upper(&self) -> bool {
+        match &self.upper {
+            Bound::Unbounded => false, // without asking the child for the key
+            upper => above(upper, self.iter.user_key()),
+        }
+    }
+
     /// From the iterator's position, finds the first key whose newest version in the view
     /// is live, and stops on that version.
     fn find_live(&mut self) -> Result<bool> {
-        while self.iter.valid() {
-            let (user_key, trailer) = self.iter.key();
-            if above(&self.upper, user_key) {
+        // The merge's copy of the key's head gives the trailer, and the key itself when it
+        // is short: the child is asked for neither.
+        while let Some((prefix, len, trailer)) = self.iter.current_head() {
+            if self.beyond_upper() {
                 return Ok(false);
             }
             if key::trailer_seq(trailer) > self.seq {
                 self.iter.next()?;
                 continue;
             }
-            self.key.clear();
-            self.key.extend_from_slice(user_key);
-            self.key_prefix = head_prefix(user_key);
+            self.key_prefix = prefix;
+            self.short_key = prefix.to_be_bytes();
+            self.key_len = if len > HEAD_BYTES {
+                self.long_key.clear();
+                self.long_key.extend_from_slice(self.iter.user_key());
+                self.long_key.len() // the head's length saturates
+            } else {
+                len
+            };
             if key::trailer_kind(trailer) == EntryKind::Put as u8 {
                 // A plain value, visible whatever the time: no need to look at it here.
                 self.value_offset = 0;
@@ -171,7 +196,7 @@ impl DbCursor {
     /// The current entry's key; empty when not [`DbCursor::valid`].
     pub fn key(&self) -> &[u8] {
         if self.valid() {
-            &self.key
+            current_key(&self.short_key, &self.long_key, self.key_len)
         } else {
             &[]
         }
@@ -200,6 +225,13 @@ impl DbCursor {
     pub fn expires_at_ms(&self) -> Option<u64> {
         self.expires_at_ms.filter(|_| self.valid())
     }
+}
+
+/// The cursor's current key: the first `len` bytes of `short_key` if that holds it whole,
+/// else `long_key`.
+#[inline]
+fn current_key<'a>(short_key: &'a [u8; HEAD_BYTES], long_key: &'a [u8], len: usize) -> &'a [u8] {
+    short_key.get(..len).unwrap_or(long_key)
 }
 
 /// Whether `user_key` lies beyond the upper bound.

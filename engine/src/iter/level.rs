@@ -141,6 +141,21 @@ impl InternalIterator for LevelIter {
         }
         self.skip_empty_forward()
     }
+    #[inline]
+    fn next_key(&mut self) -> Result<Option<(&[u8], u64)>> {
+        // A step within the current file checks its validity once, not three times.
+        let stepped_within = match self.current.as_mut() {
+            Some(source) => {
+                source.next()?;
+                source.valid()
+            }
+            None => false,
+        };
+        if !stepped_within {
+            self.skip_empty_forward()?;
+        }
+        Ok(self.current.as_ref().filter(|source| source.valid()).map(|source| source.key()))
+    }
     fn prev(&mut self) -> Result<()> {
         if let Some(source) = self.current.as_mut() {
             source.prev()?;

@@ -1,22 +1,25 @@
 //! Merges several internal iterators into one ordered stream.
 //!
-//! Children are few (memtables, level-0 files, one per deeper level). They sit at the
-//! leaves of a winner tree (a tournament): each inner node holds the better of its two
-//! subtrees' children, the root the best of all. When the best child steps, only the
-//! nodes on its path to the root are replayed: log2(children) comparisons a step, where
-//! a linear scan over the children costs one per child.
+//! Children are few (memtables, level-0 files, one per deeper level). The merge keeps the
+//! current (best) child and the runner-up (the best of the others). When the current
+//! child steps, one comparison with the runner-up usually settles the next entry: the
+//! current child stays ahead of it, and so of every other child. Only when it falls
+//! behind does the runner-up become current and the others get compared for a new
+//! runner-up (children − 2 comparisons). A scan that mostly reads one child (a compacted
+//! database, a large bottom level) pays one comparison an entry; one that alternates
+//! between two children about two.
 //!
-//! Each comparison reads a [`KeyHead`] the tree keeps per child (the first 16 bytes of its
-//! key as one number, the key's length and trailer), refreshed only when that child
+//! Each comparison reads a [`KeyHead`] the merge keeps per child (the first 16 bytes of
+//! its key as one number, the key's length and trailer), refreshed only when that child
 //! moves, so choosing the next child calls no child: a child is asked for its full key
 //! only when two heads cannot tell the keys apart (keys sharing their first 16 bytes and
 //! longer than that). Changing direction repositions every other child just past the
-//! current key and rebuilds the tree.
+//! current key and chooses anew.
 
 #![allow(
     clippy::expect_used,
     clippy::indexing_slicing,
-    reason = "child and node indices are below `heads.len()` and `tree.len()` (the tree has two slots per leaf, and leaves are padded to a power of two); the methods that require `valid()` (the `InternalIterator` contract) panic without it"
+    reason = "child indices are below `heads.len()`, which is `children.len()`; the methods that require `valid()` (the `InternalIterator` contract) panic without it"
 )]
 
 use super::InternalIterator;
@@ -32,29 +35,52 @@ enum Direction {
 }
 
 /// Bytes of a key a [`KeyHead`] holds.
-const HEAD_BYTES: usize = 16;
+pub const HEAD_BYTES: usize = 16;
 
-/// What the tree knows of a child's current entry without asking the child.
+/// What the merge knows of a child's current entry without asking the child.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct KeyHead {
-    /// Whether the child is at an entry (padding leaves never are).
-    valid: bool,
     /// The key's first 16 bytes, big-endian, zero-padded: if two heads' prefixes differ,
     /// so do the keys, the same way round (a zero pad sorts like the end of a shorter key,
     /// which is a prefix of the other).
     prefix: u128,
-    /// The user key's length.
-    len: usize,
     /// The entry's trailer.
     trailer: u64,
+    /// The user key's length, saturated at `u32::MAX` (so that a head takes 32 bytes; the
+    /// length decides an order only for keys of at most [`HEAD_BYTES`]).
+    len: u32,
+    /// Whether the child is at an entry.
+    valid: bool,
+}
+
+/// A key length as a [`KeyHead`] holds it.
+#[inline]
+fn head_len(len: usize) -> u32 {
+    u32::try_from(len).unwrap_or(u32::MAX)
+}
+
+/// Whether a key of `len` bytes lies whole in its head.
+#[inline]
+fn whole_in_head(len: u32) -> bool {
+    len as usize <= HEAD_BYTES
 }
 
 impl KeyHead {
-    const INVALID: KeyHead = KeyHead { valid: false, prefix: 0, len: 0, trailer: 0 };
+    /// The head of an exhausted child in `direction`. Its prefix is
+    /// the one that sorts last that way round, so that a valid head with any other
+    /// prefix wins by prefix alone (see [`MergingIter::ahead`]).
+    #[inline]
+    fn invalid(direction: Direction) -> KeyHead {
+        let prefix = match direction {
+            Direction::Forward => u128::MAX,
+            Direction::Reverse => 0,
+        };
+        KeyHead { prefix, trailer: 0, len: 0, valid: false }
+    }
 
-    fn of(child: &dyn InternalIterator) -> KeyHead {
+    fn of(child: &dyn InternalIterator, direction: Direction) -> KeyHead {
         if !child.valid() {
-            return KeyHead::INVALID;
+            return KeyHead::invalid(direction);
         }
         let (user_key, trailer) = child.key();
         KeyHead::of_key(user_key, trailer)
@@ -62,14 +88,14 @@ impl KeyHead {
 
     /// The head of a child at (`user_key`, `trailer`).
     fn of_key(user_key: &[u8], trailer: u64) -> KeyHead {
-        KeyHead { valid: true, prefix: head_prefix(user_key), len: user_key.len(), trailer }
+        KeyHead { prefix: head_prefix(user_key), trailer, len: head_len(user_key.len()), valid: true }
     }
 
     /// The internal-key order of two heads' entries, `None` when the heads cannot tell
     /// (equal prefixes and a key longer than the prefix).
     fn compare(&self, other: &KeyHead) -> Option<Ordering> {
         match self.prefix.cmp(&other.prefix) {
-            Ordering::Equal if self.len <= HEAD_BYTES && other.len <= HEAD_BYTES => {
+            Ordering::Equal if whole_in_head(self.len) && whole_in_head(other.len) => {
                 // Both keys are whole in their prefixes, equal up to zero padding: the
                 // shorter is a prefix of the longer and sorts first; equal keys go by
                 // trailer, descending.
@@ -97,45 +123,44 @@ pub fn head_prefix(user_key: &[u8]) -> u128 {
 /// The merge of its children, in internal-key order.
 pub struct MergingIter {
     children: Vec<Box<dyn InternalIterator>>,
-    /// One per leaf: the children's heads, then [`KeyHead::INVALID`] padding up to a power
-    /// of two.
+    /// One per child: what the merge knows of its current entry.
     heads: Vec<KeyHead>,
-    /// The winner tree: node 1 is the root, node `n`'s subtrees are `2n` and `2n + 1`, and
-    /// leaf `i` is node `heads.len() + i`. Each node holds the leaf index of the best
-    /// child below it in `direction` (ties go to the lower index); node 0 is unused.
-    tree: Vec<usize>,
-    /// The root's child if it is valid: the current entry's child (kept in step with the
-    /// tree by `rebuild` and `replay`).
+    /// The best child in `direction` if it is valid: the current entry's child.
     current: Option<usize>,
+    /// The best child but one (valid or not; ties go to the lower index), `None` with
+    /// fewer than two children. While the current child stays ahead of it, it stays ahead
+    /// of every other child.
+    runner_up: Option<usize>,
     direction: Direction,
 }
 
 impl MergingIter {
     /// Merges `children`.
     pub fn new(children: Vec<Box<dyn InternalIterator>>) -> Self {
-        let leaves = children.len().next_power_of_two();
-        let tree = (0..2 * leaves).map(|node| node.saturating_sub(leaves)).collect();
         MergingIter {
+            heads: vec![KeyHead::invalid(Direction::Forward); children.len()],
             children,
-            heads: vec![KeyHead::INVALID; leaves],
-            tree,
             current: None,
+            runner_up: None,
             direction: Direction::Forward,
         }
     }
 
-    /// Whether leaf `a` comes before leaf `b` in `direction` (ties go to the lower index).
-    #[inline]
+    /// Whether child `a` comes before child `b` in `direction` (ties go to the lower
+    /// index). An exhausted child comes before none.
+    #[inline(always)]
     fn ahead(&self, a: usize, b: usize) -> bool {
         let (head_a, head_b) = (&self.heads[a], &self.heads[b]);
-        // The common case: two valid children whose keys differ in their first 16 bytes.
-        if head_a.valid && head_b.valid && head_a.prefix != head_b.prefix {
+        // The common case: keys that differ in their first 16 bytes, or a valid child
+        // against an exhausted one (whose prefix sorts after every other prefix).
+        if head_a.prefix != head_b.prefix {
             return (head_a.prefix < head_b.prefix) == (self.direction == Direction::Forward);
         }
         self.ahead_by_whole_heads(a, b)
     }
 
-    /// [`MergingIter::ahead`] past its fast path: invalid children, equal prefixes.
+    /// [`MergingIter::ahead`] past its fast path: equal prefixes (of two valid children, or
+    /// an invalid one and one whose prefix is the invalid one's).
     fn ahead_by_whole_heads(&self, a: usize, b: usize) -> bool {
         let (head_a, head_b) = (&self.heads[a], &self.heads[b]);
         if !head_a.valid || !head_b.valid {
@@ -152,86 +177,93 @@ impl MergingIter {
         }
     }
 
-    /// The better of node `node`'s two subtrees' winners.
-    fn play(&self, node: usize) -> usize {
-        let (left, right) = (self.tree[2 * node], self.tree[2 * node + 1]);
-        if self.ahead(right, left) {
-            right
-        } else {
-            left
+    /// The best child other than `except`, `None` if there is no other.
+    fn best_except(&self, except: Option<usize>) -> Option<usize> {
+        let mut best: Option<usize> = None;
+        for i in (0..self.heads.len()).filter(|&i| Some(i) != except) {
+            if best.is_none_or(|b| self.ahead(i, b)) {
+                best = Some(i);
+            }
         }
+        best
     }
 
-    /// Re-reads every child's head and replays every match: after the children all moved.
+    /// Re-reads every child's head and chooses the current child and the runner-up anew:
+    /// after the children all moved.
     fn rebuild(&mut self, direction: Direction) {
         self.direction = direction;
         for (head, child) in self.heads.iter_mut().zip(&self.children) {
-            *head = KeyHead::of(&**child);
+            *head = KeyHead::of(&**child, direction);
         }
-        for node in (1..self.heads.len()).rev() {
-            self.tree[node] = self.play(node);
-        }
-        self.current = self.root_if_valid();
-        self.check_tree();
+        let best = self.best_except(None);
+        self.current = best.filter(|&b| self.heads[b].valid);
+        self.runner_up = self.best_except(best);
+        self.check_choice();
     }
 
-    /// Re-reads one child's head and replays the matches on its path to the root: after
-    /// only that child moved.
+    /// Re-reads the current child's head after it moved, and chooses anew.
     fn replay(&mut self, leaf: usize) {
-        self.heads[leaf] = KeyHead::of(&*self.children[leaf]);
-        self.replay_path(leaf);
+        self.heads[leaf] = KeyHead::of(&*self.children[leaf], self.direction);
+        self.choose_after_move(leaf);
     }
 
-    /// Steps child `leaf` forward and replays its path with the key the step returned.
+    /// Steps the current child (`leaf`) forward and chooses anew with the key the step
+    /// returned.
+    #[inline]
     fn step_forward(&mut self, leaf: usize) -> Result<()> {
         let (head, moved) = match self.children[leaf].next_key() {
             Ok(Some((user_key, trailer))) => (KeyHead::of_key(user_key, trailer), Ok(())),
-            Ok(None) => (KeyHead::INVALID, Ok(())),
+            Ok(None) => (KeyHead::invalid(Direction::Forward), Ok(())),
             // Whatever the child's state after a failed step, the head follows it.
-            Err(error) => (KeyHead::of(&*self.children[leaf]), Err(error)),
+            Err(error) => (KeyHead::of(&*self.children[leaf], Direction::Forward), Err(error)),
         };
         self.heads[leaf] = head;
-        self.replay_path(leaf);
+        self.choose_after_move(leaf);
         moved
     }
 
-    /// Replays the matches on the path from `leaf` (whose head is current) to the root.
-    fn replay_path(&mut self, leaf: usize) {
-        let mut node = (self.heads.len() + leaf) / 2;
-        while node >= 1 {
-            self.tree[node] = self.play(node);
-            node /= 2;
+    /// Chooses the current child after the current child `leaf` (alone) moved and its
+    /// head was refreshed. If it is still ahead of the runner-up, it stays current: one
+    /// comparison. Otherwise the runner-up, ahead of it and of every other child, becomes
+    /// current, and the best of the rest (the moved child included) the runner-up.
+    #[inline]
+    fn choose_after_move(&mut self, leaf: usize) {
+        match self.runner_up {
+            None => self.current = self.heads[leaf].valid.then_some(leaf),
+            Some(runner_up) if self.ahead(leaf, runner_up) => {} // `leaf` is valid: it is ahead
+            Some(runner_up) => {
+                self.current = self.heads[runner_up].valid.then_some(runner_up);
+                self.runner_up = self.best_except(Some(runner_up));
+            }
         }
-        self.current = self.root_if_valid();
-        self.check_tree();
+        self.check_choice();
     }
 
-    /// With invariant checks on: the root holds the best valid child, and every head matches
-    /// its child.
-    fn check_tree(&self) {
+    /// With invariant checks on: every head matches its child, the current child is the
+    /// best valid child, and the runner-up the best of the others.
+    fn check_choice(&self) {
         if !invariants::ENABLED {
             return;
         }
         for (i, child) in self.children.iter().enumerate() {
-            invariant!(self.heads[i] == KeyHead::of(&**child), "merging: stale head for child {i}");
+            invariant!(
+                self.heads[i] == KeyHead::of(&**child, self.direction),
+                "merging: stale head for child {i}"
+            );
         }
-        let root = self.root();
-        invariant!(self.current == self.root_if_valid(), "merging: current child is not the root's");
+        let Some(current) = self.current else {
+            let any_valid = self.heads.iter().any(|head| head.valid);
+            invariant!(!any_valid, "merging: no current child, but a valid one");
+            return;
+        };
+        invariant!(self.heads[current].valid, "merging: current child {current} is exhausted");
         for i in 0..self.heads.len() {
-            invariant!(!self.ahead(i, root), "merging: child {i} is ahead of the root's child {root}");
+            invariant!(!self.ahead(i, current), "merging: child {i} is ahead of the current child {current}");
         }
-    }
-
-    /// The leaf at the root: the best child, if it is valid.
-    fn root(&self) -> usize {
-        // A single leaf is its own root (node 1 is then the leaf itself).
-        self.tree[1]
-    }
-
-    /// The root's child, `None` when it is invalid (the merge is exhausted).
-    fn root_if_valid(&self) -> Option<usize> {
-        let best = self.root();
-        self.heads[best].valid.then_some(best)
+        invariant!(
+            self.runner_up == self.best_except(Some(current)),
+            "merging: runner-up is not the best other child"
+        );
     }
 
     /// Whether the merge is at an entry whose user key is `user_key` (with
@@ -244,10 +276,20 @@ impl MergingIter {
             return false;
         };
         let head = &self.heads[current];
-        if head.prefix != prefix || head.len != user_key.len() {
+        if head.prefix != prefix || head.len != head_len(user_key.len()) {
             return false;
         }
-        head.len <= HEAD_BYTES || self.children[current].user_key() == user_key
+        whole_in_head(head.len) || self.children[current].user_key() == user_key
+    }
+
+    /// What the merge holds of its current entry without calling the child: the user
+    /// key's first 16 bytes as [`head_prefix`] gives them, its length (saturated at
+    /// `u32::MAX`), and the trailer;
+    /// `None` when the merge is exhausted.
+    #[inline]
+    pub fn current_head(&self) -> Option<(u128, usize, u64)> {
+        let head = &self.heads[self.current?];
+        Some((head.prefix, head.len as usize, head.trailer))
     }
 
     /// The index of the current child, `None` when the merge is exhausted.
@@ -302,7 +344,7 @@ impl InternalIterator for MergingIter {
     fn valid(&self) -> bool {
         self.current().is_some()
     }
-    // Every move rebuilds or replays the tree even when a child fails, so that the heads
+    // Every move chooses the current child anew even when a child fails, so that the heads
     // never go stale whatever the caller does after an error.
     fn seek(&mut self, user_key: &[u8], trailer: u64) -> Result<()> {
         let moved = self.children.iter_mut().try_for_each(|child| child.seek(user_key, trailer));
@@ -442,7 +484,9 @@ mod tests {
     #[test]
     fn heads_order_like_internal_keys() {
         let mut rng = SplitMix64::new(11);
-        let head = |entry: &(Vec<u8>, u64)| KeyHead::of(&VecIter { entries: vec![entry.clone()], pos: 0 });
+        let head = |entry: &(Vec<u8>, u64)| {
+            KeyHead::of(&VecIter { entries: vec![entry.clone()], pos: 0 }, Direction::Forward)
+        };
         let mut decided = 0;
         for _ in 0..20_000 {
             let a = (random_key(&mut rng, 3), rng.below(3));
