@@ -10,7 +10,7 @@ use std::cmp::Ordering;
 use std::ops::Deref;
 
 use crate::key::{compare_stored, TRAILER_LEN};
-use crate::key_buf::KeyBuf;
+use crate::key_buf::{KeyBuf, SUFFIX_WINDOW};
 
 /// Most restart points [`Block::touch_restart_entries`] reads ahead of a search.
 const TOUCHED_RESTARTS: usize = 32;
@@ -295,21 +295,24 @@ impl<B: Deref<Target = Block>> BlockIter<B> {
         if value_end > entries.len() || shared > current_len || too_short {
             return self.mark_corrupt();
         }
-        if shared == 0 {
+        // The delta and the bytes after it (its value, the next entries): the buffer
+        // may copy a fixed-size window of them.
+        let rest = entries.get(key_start..).unwrap_or(delta);
+        if shared == 0 && unshared > SUFFIX_WINDOW {
+            // A long whole key (a restart entry's) is read in place.
             self.key_borrowed = true;
             self.key_start = key_start;
             self.key_end = key_end;
         } else {
             if self.key_borrowed {
                 // Materialise the borrowed previous key before extending it.
-                let prev = entries.get(self.key_start..self.key_end);
+                let prev = entries.get(self.key_start..self.key_end).unwrap_or_default();
                 self.key_buf.clear();
-                self.key_buf.extend_from_slice(prev.unwrap_or_default());
+                self.key_buf.extend_from_slice(prev.get(..shared).unwrap_or(prev));
                 self.key_borrowed = false;
             }
-            // The delta and the bytes after it (its value, the next entries): the buffer
-            // may copy a fixed-size window of them.
-            let rest = entries.get(key_start..).unwrap_or(delta);
+            // A short whole key is copied too (one fixed-size move), so that the next
+            // entry, which shares a prefix with it, needs no copy of it.
             self.key_buf.replace_suffix(shared, rest, unshared);
         }
         self.value_start = key_end;
@@ -459,7 +462,10 @@ mod tests {
     fn sample() -> Vec<(Vec<u8>, u64, Vec<u8>)> {
         let mut v = Vec::new();
         for i in 0..50u64 {
-            let user = format!("key{:03}", i / 3).into_bytes();
+            // Every fourth user key is long: its whole key is read in place, the others'
+            // are copied in a fixed-size window.
+            let long = if (i / 3) % 4 == 3 { "-long".repeat(8) } else { String::new() };
+            let user = format!("key{:03}{long}", i / 3).into_bytes();
             let trailer = 100 - (i % 3) * 10;
             v.push((user, trailer, vec![i as u8; (i % 5) as usize]));
         }

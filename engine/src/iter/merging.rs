@@ -40,10 +40,14 @@ pub const HEAD_BYTES: usize = 16;
 /// What the merge knows of a child's current entry without asking the child.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct KeyHead {
-    /// The key's first 16 bytes, big-endian, zero-padded: if two heads' prefixes differ,
-    /// so do the keys, the same way round (a zero pad sorts like the end of a shorter key,
-    /// which is a prefix of the other).
-    prefix: u128,
+    /// The key's first 8 bytes, big-endian, zero-padded: with `prefix_lo`, the key's
+    /// prefix. If two heads' prefixes differ, so do the keys, the same way round (a zero
+    /// pad sorts like the end of a shorter key, which is a prefix of the other). Kept as
+    /// two words, compared one at a time: a 16-byte load of a head just written as two
+    /// 8-byte stores would wait for the stores to reach the cache.
+    prefix_hi: u64,
+    /// The key's next 8 bytes, big-endian, zero-padded.
+    prefix_lo: u64,
     /// The entry's trailer.
     trailer: u64,
     /// The user key's length, saturated at `u32::MAX` (so that a head takes 32 bytes; the
@@ -75,7 +79,19 @@ impl KeyHead {
             Direction::Forward => u128::MAX,
             Direction::Reverse => 0,
         };
-        KeyHead { prefix, trailer: 0, len: 0, valid: false }
+        KeyHead::new(prefix, 0, 0, false)
+    }
+
+    /// A head of the given parts.
+    #[inline(always)]
+    fn new(prefix: u128, trailer: u64, len: u32, valid: bool) -> KeyHead {
+        KeyHead { prefix_hi: (prefix >> 64) as u64, prefix_lo: prefix as u64, trailer, len, valid }
+    }
+
+    /// The key's first 16 bytes as [`head_prefix`] gives them.
+    #[inline(always)]
+    fn prefix(&self) -> u128 {
+        (u128::from(self.prefix_hi) << 64) | u128::from(self.prefix_lo)
     }
 
     fn of(child: &dyn InternalIterator, direction: Direction) -> KeyHead {
@@ -88,13 +104,13 @@ impl KeyHead {
 
     /// The head of a child at (`user_key`, `trailer`).
     fn of_key(user_key: &[u8], trailer: u64) -> KeyHead {
-        KeyHead { prefix: head_prefix(user_key), trailer, len: head_len(user_key.len()), valid: true }
+        KeyHead::new(head_prefix(user_key), trailer, head_len(user_key.len()), true)
     }
 
     /// The internal-key order of two heads' entries, `None` when the heads cannot tell
     /// (equal prefixes and a key longer than the prefix).
     fn compare(&self, other: &KeyHead) -> Option<Ordering> {
-        match self.prefix.cmp(&other.prefix) {
+        match self.prefix().cmp(&other.prefix()) {
             Ordering::Equal if whole_in_head(self.len) && whole_in_head(other.len) => {
                 // Both keys are whole in their prefixes, equal up to zero padding: the
                 // shorter is a prefix of the longer and sorts first; equal keys go by
@@ -150,11 +166,23 @@ impl MergingIter {
     /// index). An exhausted child comes before none.
     #[inline(always)]
     fn ahead(&self, a: usize, b: usize) -> bool {
-        let (head_a, head_b) = (&self.heads[a], &self.heads[b]);
+        self.ahead_with_head(&self.heads[a], a, b)
+    }
+
+    /// [`MergingIter::ahead`] with child `a`'s head given (`head_a` equals `heads[a]`).
+    /// A head just computed is compared as it is, not read back from `heads`: reading back
+    /// 16 bytes just written as smaller stores stalls the load until they reach the cache.
+    #[inline(always)]
+    fn ahead_with_head(&self, head_a: &KeyHead, a: usize, b: usize) -> bool {
+        let head_b = &self.heads[b];
         // The common case: keys that differ in their first 16 bytes, or a valid child
         // against an exhausted one (whose prefix sorts after every other prefix).
-        if head_a.prefix != head_b.prefix {
-            return (head_a.prefix < head_b.prefix) == (self.direction == Direction::Forward);
+        let forward = self.direction == Direction::Forward;
+        if head_a.prefix_hi != head_b.prefix_hi {
+            return (head_a.prefix_hi < head_b.prefix_hi) == forward;
+        }
+        if head_a.prefix_lo != head_b.prefix_lo {
+            return (head_a.prefix_lo < head_b.prefix_lo) == forward;
         }
         self.ahead_by_whole_heads(a, b)
     }
@@ -203,8 +231,8 @@ impl MergingIter {
 
     /// Re-reads the current child's head after it moved, and chooses anew.
     fn replay(&mut self, leaf: usize) {
-        self.heads[leaf] = KeyHead::of(&*self.children[leaf], self.direction);
-        self.choose_after_move(leaf);
+        let head = KeyHead::of(&*self.children[leaf], self.direction);
+        self.choose_after_move(leaf, head);
     }
 
     /// Steps the current child (`leaf`) forward and chooses anew with the key the step
@@ -217,26 +245,30 @@ impl MergingIter {
             // Whatever the child's state after a failed step, the head follows it.
             Err(error) => (KeyHead::of(&*self.children[leaf], Direction::Forward), Err(error)),
         };
-        self.heads[leaf] = head;
-        self.choose_after_move(leaf);
+        self.choose_after_move(leaf, head);
         moved
     }
 
-    /// Chooses the current child after the current child `leaf` (alone) moved and its
-    /// head was refreshed. If it is still ahead of the runner-up, it stays current: one
+    /// Records `head` as the current child `leaf`'s after it (alone) moved, and chooses
+    /// the current child. If `leaf` is still ahead of the runner-up, it stays current: one
     /// comparison. Otherwise the runner-up, ahead of it and of every other child, becomes
     /// current, and the best of the rest (the moved child included) the runner-up.
-    #[inline]
-    fn choose_after_move(&mut self, leaf: usize) {
+    #[inline(always)]
+    fn choose_after_move(&mut self, leaf: usize, head: KeyHead) {
+        self.heads[leaf] = head;
         match self.runner_up {
-            None => self.current = self.heads[leaf].valid.then_some(leaf),
-            Some(runner_up) if self.ahead(leaf, runner_up) => {} // `leaf` is valid: it is ahead
-            Some(runner_up) => {
-                self.current = self.heads[runner_up].valid.then_some(runner_up);
-                self.runner_up = self.best_except(Some(runner_up));
-            }
+            None => self.current = head.valid.then_some(leaf),
+            Some(runner_up) if self.ahead_with_head(&head, leaf, runner_up) => {} // `leaf` is valid: it is ahead
+            Some(runner_up) => self.runner_up_takes_over(runner_up),
         }
         self.check_choice();
+    }
+
+    /// Makes the runner-up current (it is ahead of every child) and chooses the best of
+    /// the others as the runner-up.
+    fn runner_up_takes_over(&mut self, runner_up: usize) {
+        self.current = self.heads[runner_up].valid.then_some(runner_up);
+        self.runner_up = self.best_except(Some(runner_up));
     }
 
     /// With invariant checks on: every head matches its child, the current child is the
@@ -276,7 +308,7 @@ impl MergingIter {
             return false;
         };
         let head = &self.heads[current];
-        if head.prefix != prefix || head.len != head_len(user_key.len()) {
+        if head.prefix() != prefix || head.len != head_len(user_key.len()) {
             return false;
         }
         whole_in_head(head.len) || self.children[current].user_key() == user_key
@@ -289,7 +321,7 @@ impl MergingIter {
     #[inline]
     pub fn current_head(&self) -> Option<(u128, usize, u64)> {
         let head = &self.heads[self.current?];
-        Some((head.prefix, head.len as usize, head.trailer))
+        Some((head.prefix(), head.len as usize, head.trailer))
     }
 
     /// The index of the current child, `None` when the merge is exhausted.
