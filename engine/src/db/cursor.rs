@@ -175,7 +175,7 @@ impl DbCursor {
                 return Ok(true);
             }
             let stored = self.iter.value();
-            if let Some((value, expires_at_ms)) = decode_visible(trailer, stored, self.now_ms)? {
+            if let Some((value, expires_at_ms)) = decode_visible(trailer, stored, || self.now_ms)? {
                 self.value_offset = stored.len() - value.len();
                 self.entry_seq = key::trailer_seq(trailer);
                 self.expires_at_ms = expires_at_ms;

@@ -243,13 +243,13 @@ impl Db {
     /// The current value of `key`.
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         let (seq, state) = self.inner.read_view();
-        Ok(read::lookup_in(&state, key, seq, self.inner.clock.now_ms())?.map(|found| found.value))
+        Ok(read::lookup_in(&state, key, seq, || self.inner.clock.now_ms())?.map(|found| found.value))
     }
 
     /// The current entry of `key`, with its sequence number and expiry.
     pub fn get_entry(&self, key: &[u8]) -> Result<Option<Entry>> {
         let (seq, state) = self.inner.read_view();
-        read::get_in(&state, key, seq, self.inner.clock.now_ms())
+        read::get_in(&state, key, seq, || self.inner.clock.now_ms())
     }
 
     /// Entries with keys in `range`, in key order; reverse with `.rev()` (double-ended).

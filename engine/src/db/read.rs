@@ -28,11 +28,11 @@ pub struct Entry {
 }
 
 /// Interprets a stored version: its user value and expiry, or `None` for tombstones and
-/// values expired at `now_ms`.
+/// values expired at `now_ms()` (asked only of a value written with an expiry).
 pub(super) fn decode_visible(
     trailer: u64,
     stored: &[u8],
-    now_ms: u64,
+    now_ms: impl FnOnce() -> u64,
 ) -> Result<Option<(&[u8], Option<u64>)>> {
     let bad = |reason: &str| Error::corruption("(entry)", None, format!("stored entry with {reason}"));
     let kind = EntryKind::from_byte(key::trailer_kind(trailer)).ok_or_else(|| bad("an unknown kind"))?;
@@ -41,7 +41,7 @@ pub(super) fn decode_visible(
         EntryKind::Put => Ok(Some((stored, None))),
         EntryKind::PutExpiring => {
             let (at, value) = key::split_expiring(stored).ok_or_else(|| bad("no expiry"))?;
-            Ok((now_ms < at).then_some((value, Some(at))))
+            Ok((now_ms() < at).then_some((value, Some(at))))
         }
     }
 }
@@ -58,7 +58,7 @@ pub(super) fn merged_iter(state: &ReadState) -> MergingIter {
 
 /// The entry a read sees for a stored version, if any.
 fn resolve(user_key: &[u8], trailer: u64, stored: &[u8], now_ms: u64) -> Result<Option<Entry>> {
-    Ok(decode_visible(trailer, stored, now_ms)?.map(|(value, expires_at_ms)| Entry {
+    Ok(decode_visible(trailer, stored, || now_ms)?.map(|(value, expires_at_ms)| Entry {
         key: user_key.to_vec(),
         value: value.to_vec(),
         seq: key::trailer_seq(trailer),
@@ -84,7 +84,7 @@ impl Visible {
 }
 
 /// What a read sees of a stored version the caller owns (no second copy of the value).
-fn resolve_owned(trailer: u64, mut stored: Vec<u8>, now_ms: u64) -> Result<Option<Visible>> {
+fn resolve_owned(trailer: u64, mut stored: Vec<u8>, now_ms: impl FnOnce() -> u64) -> Result<Option<Visible>> {
     let Some((value, expires_at_ms)) = decode_visible(trailer, &stored, now_ms)? else {
         return Ok(None);
     };
@@ -93,17 +93,25 @@ fn resolve_owned(trailer: u64, mut stored: Vec<u8>, now_ms: u64) -> Result<Optio
     Ok(Some(Visible { value: stored, seq: key::trailer_seq(trailer), expires_at_ms }))
 }
 
-/// Point lookup of `user_key` at `seq` in `state`.
-pub(crate) fn get_in(state: &ReadState, user_key: &[u8], seq: u64, now_ms: u64) -> Result<Option<Entry>> {
+/// Point lookup of `user_key` at `seq` in `state`, at the time `now_ms()` (asked only if
+/// needed, as by [`lookup_in`]).
+pub(crate) fn get_in(
+    state: &ReadState,
+    user_key: &[u8],
+    seq: u64,
+    now_ms: impl FnOnce() -> u64,
+) -> Result<Option<Entry>> {
     Ok(lookup_in(state, user_key, seq, now_ms)?.map(|found| found.into_entry(user_key)))
 }
 
-/// [`get_in`] without copying the key into the answer.
+/// [`get_in`] without copying the key into the answer; the time is asked of `now_ms` only
+/// if the version found was written with an expiry (reading the clock costs about as much
+/// as a memtable lookup).
 pub(crate) fn lookup_in(
     state: &ReadState,
     user_key: &[u8],
     seq: u64,
-    now_ms: u64,
+    now_ms: impl FnOnce() -> u64,
 ) -> Result<Option<Visible>> {
     for mem in std::iter::once(&state.mem).chain(state.imms.iter()) {
         if let Some(found) = mem.get(user_key, seq) {
@@ -134,7 +142,7 @@ impl<'a> LatestView<'a> {
 
     /// The latest entry of `key`.
     pub fn get(&self, key: &[u8]) -> Result<Option<Entry>> {
-        get_in(self.state, key, self.seq, self.now_ms)
+        get_in(self.state, key, self.seq, || self.now_ms)
     }
 
     /// Sequence number of the last applied commit.
@@ -191,7 +199,7 @@ impl Snapshot {
     /// The entry of `key` in this snapshot.
     pub fn get_entry(&self, key: &[u8]) -> Result<Option<Entry>> {
         let state = self.inner.read_state.read().clone();
-        get_in(&state, key, self.seq, self.read_time_ms)
+        get_in(&state, key, self.seq, || self.read_time_ms)
     }
 
     /// Entries with keys in `range` in this snapshot.
@@ -321,7 +329,7 @@ impl DbIter {
                 continue;
             }
             let user_key = user_key.to_vec();
-            let visible = decode_visible(trailer, iter.value(), self.now_ms)?;
+            let visible = decode_visible(trailer, iter.value(), || self.now_ms)?;
             let visible = visible.map(|(value, expires_at_ms)| (value.to_vec(), expires_at_ms));
             // Skip the older versions of this key.
             iter.next()?;
