@@ -121,13 +121,15 @@ impl DbCursor {
                 Bound::Excluded(k) => self.iter.seek(k, 0)?,
                 Bound::Unbounded => self.iter.seek_to_first()?,
             },
-            Position::At => self.skip_older_versions()?,
+            Position::At => self.step_past_key()?,
         }
         self.find_live()
     }
 
-    /// Moves past the remaining (older) versions of the current key.
-    fn skip_older_versions(&mut self) -> Result<()> {
+    /// Moves past the entry the merge is on, a version of the current key, and past the
+    /// key's remaining (older) versions.
+    fn step_past_key(&mut self) -> Result<()> {
+        self.iter.next()?;
         let key = current_key(&self.short_key, &self.long_key, self.key_len);
         // The merge compares its current key's head (first 16 bytes, length) with the
         // cursor's: a different key is told apart without asking the child for its key.
@@ -182,8 +184,7 @@ impl DbCursor {
                 return Ok(true);
             }
             // A tombstone or an expired value: the key is absent, whatever older versions say.
-            self.iter.next()?;
-            self.skip_older_versions()?;
+            self.step_past_key()?;
         }
         Ok(false)
     }
