@@ -68,12 +68,15 @@ fn entries(n: u64, value: impl Fn(u64, &mut Rng) -> Vec<u8>) -> Vec<Entry> {
     (0..n).map(|i| (format!("key{i:08}").into_bytes(), 1000 + i, value(i, &mut rng))).collect()
 }
 
+/// The tests count blocks and length-prefix bytes of 4 KiB blocks, whatever the default.
+const BLOCK_SIZE: usize = 4096;
+
 fn lz4() -> TableOptions {
-    TableOptions { compression: Compression::Lz4, ..TableOptions::default() }
+    TableOptions { compression: Compression::Lz4, block_size: BLOCK_SIZE, ..TableOptions::default() }
 }
 
 fn uncompressed() -> TableOptions {
-    TableOptions { compression: Compression::None, ..TableOptions::default() }
+    TableOptions { compression: Compression::None, block_size: BLOCK_SIZE, ..TableOptions::default() }
 }
 
 fn assert_reads_back(table: &Arc<Table>, entries: &[Entry]) {
