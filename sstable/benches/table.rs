@@ -1,5 +1,11 @@
-//! Reads from one table held in memory with a warm block cache: point gets of present and
-//! absent keys, and full scans both ways. The table layer's own cost, without the engine.
+//! The table layer's own cost, without the engine, on tables held in memory:
+//!
+//! - `sstable_cached`: a warm block cache; point gets of present and absent keys, and full
+//!   scans both ways;
+//! - `sstable_build` and `sstable_uncached_get`: what block compression costs. Building a
+//!   whole table, and point gets with no block cache (every get reads, checks and decodes
+//!   its block), with and without LZ4, on incompressible values (random bytes: LZ4 is tried
+//!   and the blocks stored as they are) and on JSON-like text (stored compressed).
 //!
 //! `cargo bench -p stampkv-sstable --bench table` (`STAMPKV_TABLE_BENCH_N` entries, default
 //! 200,000, with 16-byte keys and 100-byte values).
@@ -13,7 +19,7 @@
 )]
 
 use criterion::{criterion_group, criterion_main, Criterion, SamplingMode, Throughput};
-use stampkv_sstable::{BlockCache, ReadAt, Table, TableBuilder, TableOptions};
+use stampkv_sstable::{BlockCache, Compression, ReadAt, Table, TableBuilder, TableOptions};
 use stampkv_testkit::SplitMix64;
 use std::hint::black_box;
 use std::sync::Arc;
@@ -103,5 +109,77 @@ fn table_reads(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, table_reads);
+/// `n` 100-byte values: random bytes, or JSON-like records that LZ4 stores in about 0.4
+/// of their size.
+fn values(n: usize, text: bool) -> Vec<Vec<u8>> {
+    const WORDS: [&str; 8] = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel"];
+    let mut rng = SplitMix64::new(11);
+    (0..n)
+        .map(|_| {
+            if text {
+                let record = format!(
+                    "{{\"id\":{},\"user\":\"user{:04}\",\"city\":\"{}\",\"active\":{},\"score\":{},\"tags\":[\"{}\",\"{}\"]}}",
+                    rng.below(1_000_000),
+                    rng.below(5000),
+                    WORDS[rng.index(WORDS.len())],
+                    rng.chance(50),
+                    rng.below(100),
+                    WORDS[rng.index(WORDS.len())],
+                    WORDS[rng.index(WORDS.len())],
+                );
+                let mut value = record.into_bytes();
+                value.resize(100, b' ');
+                value
+            } else {
+                (0..100).map(|_| rng.next_u64() as u8).collect()
+            }
+        })
+        .collect()
+}
+
+/// The bytes of a table holding `key(i)` → `values[i]`, data blocks compressed as given.
+fn build(values: &[Vec<u8>], compression: Compression) -> Vec<u8> {
+    let mut builder = TableBuilder::new(Vec::new(), TableOptions { compression, ..TableOptions::default() });
+    for (i, value) in values.iter().enumerate() {
+        builder.add(&key(i), 100 + i as u64, value).expect("add");
+    }
+    builder.finish(&[]).expect("finish").1
+}
+
+fn compression_costs(c: &mut Criterion) {
+    let n = entries();
+    let mut rng = SplitMix64::new(5);
+    let lookups: Vec<usize> = (0..GETS).map(|_| rng.index(n)).collect();
+    for (data, text) in [("random", false), ("text", true)] {
+        let values = values(n, text);
+        let mut group = c.benchmark_group(format!("sstable_build_{data}"));
+        group.sample_size(20).sampling_mode(SamplingMode::Flat).measurement_time(Duration::from_secs(5));
+        group.throughput(Throughput::Bytes((n * (16 + 100)) as u64));
+        for compression in [Compression::None, Compression::Lz4] {
+            group.bench_function(compression.name(), |b| {
+                b.iter(|| black_box(build(&values, compression).len()))
+            });
+        }
+        group.finish();
+
+        let mut group = c.benchmark_group(format!("sstable_uncached_get_{data}"));
+        group.sample_size(20).sampling_mode(SamplingMode::Flat).measurement_time(Duration::from_secs(5));
+        group.throughput(Throughput::Elements(GETS as u64));
+        for compression in [Compression::None, Compression::Lz4] {
+            let file: Arc<dyn ReadAt> = Arc::new(build(&values, compression));
+            let table = Table::open(file, 1, "bench.sst".into(), None).expect("open");
+            group.bench_function(compression.name(), |b| {
+                b.iter(|| {
+                    for &i in &lookups {
+                        let (_, value) = table.get(&key(i), u64::MAX).expect("get").expect("present");
+                        assert_eq!(value, values[i]);
+                    }
+                })
+            });
+        }
+        group.finish();
+    }
+}
+
+criterion_group!(benches, table_reads, compression_costs);
 criterion_main!(benches);

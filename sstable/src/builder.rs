@@ -6,7 +6,7 @@ use std::io::{self, Write};
 
 use crate::block_builder::BlockBuilder;
 use crate::bloom::BloomBuilder;
-use crate::compression::{compress_block, Compression, BLOCK_TYPE_RAW};
+use crate::compression::{compress_block, Compression, ProbeSchedule, BLOCK_TYPE_RAW};
 use crate::error::TableError;
 use crate::format::{block_trailer, BlockHandle, Footer, BLOCK_TRAILER_LEN, FORMAT_VERSION};
 use crate::key::{compare, push_stored_key, shortest_separator};
@@ -19,13 +19,6 @@ pub const MAX_ENTRY_BYTES: usize = 1 << 30;
 
 /// Largest index block accepted (its internal offsets are u32).
 const MAX_INDEX_BYTES: usize = 1 << 31;
-
-/// After this many data blocks in a row that did not compress well enough, the builder
-/// tries to compress only every `PROBE_INTERVAL`-th block until one compresses again:
-/// incompressible data then costs the writer almost no compression work.
-const PROBE_AFTER: u32 = 8;
-/// See [`PROBE_AFTER`].
-const PROBE_INTERVAL: u32 = 8;
 
 /// Metaindex name of the filter block.
 pub(crate) const FILTER_META_NAME: &str = "filter";
@@ -105,8 +98,8 @@ pub struct TableBuilder<W: Write> {
     key_buf: Vec<u8>,
     /// Scratch buffer for compressed data blocks.
     compressed: Vec<u8>,
-    /// Data blocks stored uncompressed in a row (see [`PROBE_AFTER`]).
-    raw_streak: u32,
+    /// Which data blocks are worth a compression attempt.
+    probes: ProbeSchedule,
     last_user_key: Vec<u8>,
     last_trailer: u64,
     props: TableProperties,
@@ -126,7 +119,7 @@ impl<W: Write> TableBuilder<W> {
             bloom,
             key_buf: Vec::new(),
             compressed: Vec::new(),
-            raw_streak: 0,
+            probes: ProbeSchedule::default(),
             last_user_key: Vec::new(),
             last_trailer: 0,
             props: TableProperties { format_version: FORMAT_VERSION, ..TableProperties::default() },
@@ -211,14 +204,17 @@ impl<W: Write> TableBuilder<W> {
         }
         let raw = self.data_block.finish();
         self.props.uncompressed_data_bytes += (raw.len() + BLOCK_TRAILER_LEN) as u64;
-        let attempt = self.raw_streak < PROBE_AFTER || self.raw_streak.is_multiple_of(PROBE_INTERVAL);
-        let codec = if attempt { self.options.compression } else { Compression::None };
-        let block_type = compress_block(codec, raw, &mut self.compressed);
+        let codec = self.options.compression;
+        let block_type = if codec != Compression::None && self.probes.should_try() {
+            let block_type = compress_block(codec, raw, &mut self.compressed);
+            self.probes.record(block_type != BLOCK_TYPE_RAW);
+            block_type
+        } else {
+            BLOCK_TYPE_RAW
+        };
         let handle = if block_type == BLOCK_TYPE_RAW {
-            self.raw_streak = self.raw_streak.saturating_add(1);
             self.out.write_block(raw, BLOCK_TYPE_RAW)?
         } else {
-            self.raw_streak = 0;
             self.out.write_block(&mut self.compressed, block_type)?
         };
         self.data_block.reset();

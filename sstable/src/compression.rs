@@ -65,6 +65,61 @@ pub(crate) fn worth_storing(stored_len: usize, raw_len: usize) -> bool {
     stored_len < raw_len - raw_len / 8
 }
 
+/// Blocks a builder tries to compress in a row, all in vain, before it starts skipping.
+const PROBE_AFTER: u32 = 8;
+/// After the first [`PROBE_AFTER`] failures in a row the builder tries every this-many-th
+/// block, doubling the gap after each further failure ...
+const FIRST_PROBE_GAP: u32 = 8;
+/// ... up to this gap. At most this many blocks minus one are stored raw after data turns
+/// compressible again (256 KiB of 4 KiB blocks), and incompressible data costs one
+/// compression attempt per this many blocks.
+const MAX_PROBE_GAP: u32 = 64;
+
+/// When a table builder tries to compress a data block: always while blocks compress,
+/// and with an exponentially growing gap (8, 16, 32, then every 64th block) once
+/// [`PROBE_AFTER`] attempts in a row have failed. An LZ4 attempt on an incompressible
+/// 4 KiB block costs more than building the block did, so trying every one would slow
+/// down the flushes and compactions of incompressible data by half or more.
+#[derive(Debug)]
+pub(crate) struct ProbeSchedule {
+    /// Failed attempts since the last block that compressed.
+    failures: u32,
+    /// Blocks still to store without trying.
+    skip: u32,
+    /// The gap that follows the next failed attempt, once past [`PROBE_AFTER`].
+    gap: u32,
+}
+
+impl Default for ProbeSchedule {
+    fn default() -> Self {
+        ProbeSchedule { failures: 0, skip: 0, gap: FIRST_PROBE_GAP }
+    }
+}
+
+impl ProbeSchedule {
+    /// Whether to try compressing the next block. If not, the block counts as skipped.
+    pub(crate) fn should_try(&mut self) -> bool {
+        if self.skip == 0 {
+            return true;
+        }
+        self.skip -= 1;
+        false
+    }
+
+    /// Records the outcome of an attempt [`ProbeSchedule::should_try`] allowed.
+    pub(crate) fn record(&mut self, compressed: bool) {
+        if compressed {
+            *self = ProbeSchedule::default();
+            return;
+        }
+        self.failures = self.failures.saturating_add(1);
+        if self.failures >= PROBE_AFTER {
+            self.skip = self.gap - 1;
+            self.gap = (self.gap * 2).min(MAX_PROBE_GAP);
+        }
+    }
+}
+
 /// Compresses `raw` with `codec` into `out` (cleared first). Returns the block type to
 /// store: the codec's type if `out` holds a compressed form worth storing, else
 /// [`BLOCK_TYPE_RAW`] (and `out` is to be ignored).
@@ -187,6 +242,51 @@ mod tests {
         assert!(!worth_storing(0, 0));
         let mut out = Vec::new();
         assert_eq!(compress_block(Compression::None, &[0; 4096], &mut out), BLOCK_TYPE_RAW);
+    }
+
+    /// Which of `outcomes.len()` blocks the schedule tries, each tried block compressing
+    /// as `outcomes` says.
+    fn tried_blocks(outcomes: &[bool]) -> Vec<usize> {
+        let mut schedule = ProbeSchedule::default();
+        let mut tried = Vec::new();
+        for (i, &compresses) in outcomes.iter().enumerate() {
+            if schedule.should_try() {
+                tried.push(i);
+                schedule.record(compresses);
+            }
+        }
+        tried
+    }
+
+    #[test]
+    fn incompressible_blocks_are_tried_ever_more_rarely() {
+        let tried = tried_blocks(&[false; 400]);
+        let mut expected: Vec<usize> = (0..8).collect();
+        // Gaps 8, 16, 32, then 64 for good.
+        let mut next = 7;
+        for gap in [8, 16, 32].into_iter().chain(std::iter::repeat(64)) {
+            next += gap;
+            if next >= 400 {
+                break;
+            }
+            expected.push(next);
+        }
+        assert_eq!(tried, expected);
+    }
+
+    #[test]
+    fn a_block_that_compresses_restarts_the_schedule() {
+        // Incompressible for 100 blocks, compressible afterwards.
+        let outcomes: Vec<bool> = (0..300).map(|i| i >= 100).collect();
+        let tried = tried_blocks(&outcomes);
+        let first_compressed = *tried.iter().find(|&&i| i >= 100).unwrap();
+        assert!(first_compressed < 100 + MAX_PROBE_GAP as usize);
+        // From then on every block is tried.
+        let after: Vec<usize> = tried.iter().copied().filter(|&i| i >= first_compressed).collect();
+        assert_eq!(after, (first_compressed..300).collect::<Vec<_>>());
+        // A compressible block now and then keeps every block tried.
+        let alternating: Vec<bool> = (0..100).map(|i| i % 4 == 0).collect();
+        assert_eq!(tried_blocks(&alternating), (0..100).collect::<Vec<_>>());
     }
 
     #[test]
