@@ -33,7 +33,11 @@
 //!   reported: the median pass, and the first pass apart. At 1 M keys a pass takes well
 //!   under 0.1 s, short enough for one scheduling hiccup on a shared machine to move it by
 //!   a third, so a single pass says more about the machine than about the engine;
-//! - overwrite: `--ops` random existing keys written again.
+//! - overwrite: `--ops` random existing keys written again; then the write
+//!   amplification of the whole run, and the space amplification once the engine has
+//!   written its memtables out ([`BenchEngine::flush`]; the directory sampled until it
+//!   stops changing, at most [`SETTLE_LIMIT`]): the data at rest, its last overwrites
+//!   included, without the log that still held them.
 //!
 //! Memory: peak RSS (`VmHWM`) of the child; for an engine that accounts for its own memory
 //! (stampkv's `Stats::memory_bytes`: memtables, block cache, open tables) a thread samples
@@ -84,6 +88,8 @@ const SEEK_ENTRIES: usize = 10;
 const SCAN_PASSES: usize = 5;
 /// No further full scan starts once the scans so far have taken this long.
 const SCAN_BUDGET: Duration = Duration::from_secs(5);
+/// How long the end-of-run space measurement waits for the directory to stop changing.
+const SETTLE_LIMIT: Duration = Duration::from_secs(5);
 
 struct Args {
     sizes: Vec<u64>,
@@ -373,6 +379,23 @@ fn workloads(engine: &str, db: &dyn BenchEngine, n: u64, args: &Args) {
     metric("overwrite_p99_us", micros(overwrites.quantile(0.99)));
     let all_logical = logical + ops * (KEY_BYTES + VALUE_BYTES) as u64;
     metric("write_amp_total", (bytes_written() - written_before) as f64 / all_logical as f64);
+    db.flush();
+    metric("space_amp_flushed", settled_dir_bytes(&dir) as f64 / logical as f64);
+}
+
+/// Directory bytes once they stop changing (obsolete logs and tables are removed in the
+/// background): sampled every 100 ms until two samples agree, at most [`SETTLE_LIMIT`].
+fn settled_dir_bytes(dir: &Path) -> u64 {
+    let started = Instant::now();
+    let mut last = dir_bytes(dir);
+    loop {
+        std::thread::sleep(Duration::from_millis(100));
+        let now = dir_bytes(dir);
+        if now == last || started.elapsed() >= SETTLE_LIMIT {
+            return now;
+        }
+        last = now;
+    }
 }
 
 /// Rows of the results file: (values, engine, keys, metric) → value.
@@ -403,7 +426,7 @@ fn save_results(path: &Path, results: &Results) {
 }
 
 /// The metrics in the tables and charts: (key, label, unit, higher is better).
-const METRICS: [(&str, &str, &str, bool); 22] = [
+const METRICS: [(&str, &str, &str, bool); 23] = [
     ("fillrandom_ops", "fillrandom", "ops/s", true),
     ("fillrandom_p99_us", "fillrandom p99", "µs", false),
     ("fill_max_put_ms", "longest put during fill", "ms", false),
@@ -411,6 +434,7 @@ const METRICS: [(&str, &str, &str, bool); 22] = [
     ("fill_write_amp", "write amplification (fill)", "×", false),
     ("fill_write_calls_per_put", "write system calls per put (fill)", "calls", false),
     ("space_amp", "space amplification (after fill)", "×", false),
+    ("space_amp_flushed", "space amplification (end of run, memtables flushed)", "×", false),
     ("readrandom_ops", "readrandom", "ops/s", true),
     ("readrandom_p99_us", "readrandom p99", "µs", false),
     ("seekrandom_ops", "seekrandom (seek + 10 entries)", "ops/s", true),

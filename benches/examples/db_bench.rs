@@ -8,7 +8,10 @@
 //! Each engine runs every workload in its own child process (so peak memory is its own);
 //! runs alternate between engines; the table shows the median of the runs.
 //! `--compression` sets stampkv's table compression (default lz4, the engine's default;
-//! fjall keeps its own default: levels 0 and 1 uncompressed, LZ4 below). `--values text` cuts the values from JSON-like text
+//! fjall keeps its own default: levels 0 and 1 uncompressed, LZ4 below). The engine
+//! `stampkv-uncompressed` is stampkv with uncompressed tables whatever `--compression`
+//! says, so `--engines stampkv,stampkv-uncompressed` measures what compression costs.
+//! With more than two engines, the first is compared with each of the others. `--values text` cuts the values from JSON-like text
 //! that LZ4 compresses to about 0.4 of its size instead of random bytes.
 //! Workloads (16-byte keys, 100-byte values, incompressible by default): fillseq, fillrandom,
 //! overwrite (a second random fill over the same keys), readrandom (every key once, random
@@ -98,6 +101,7 @@ fn parse_args() -> Args {
 fn open(engine: &str, dir: &Path, args: &Args) -> Arc<dyn BenchEngine> {
     match engine {
         "stampkv" => Arc::new(StampkvEngine::open_with_compression(dir, args.compression)),
+        "stampkv-uncompressed" => Arc::new(StampkvEngine::open_with_compression(dir, Compression::None)),
         "fjall" => Arc::new(fjall_peer::FjallEngine::open(dir)),
         other => panic!("unknown engine {other}"),
     }
@@ -181,21 +185,48 @@ fn main() {
     );
     print!("{:<12}", "workload");
     for engine in &args.engines {
-        print!("{engine:>14}");
+        print!("{engine:>22}");
     }
-    println!("{:>10}", "ratio");
+    let (first, others) = args.engines.split_first().expect("at least one engine");
+    for other in others {
+        print!("  {:>28}", format!("{first}/{other}"));
+    }
+    println!();
+    // Runs alternate between engines, so run i of one engine ran next to run i of the
+    // others: their ratios run by run show how much of a median's ratio is noise.
+    let mut per_run_ratios = Vec::new();
     for workload in WORKLOADS {
         print!("{workload:<12}");
-        let mut medians = Vec::new();
-        for engine in &args.engines {
-            let m = median(&mut reports.take(engine, workload)[0]);
-            medians.push(m);
-            print!("{m:>12.0}/s");
+        let runs: Vec<Vec<f64>> = args
+            .engines
+            .iter()
+            .map(|engine| {
+                let [rates, _, _] = reports.take(engine, workload);
+                rates
+            })
+            .collect();
+        let medians: Vec<f64> = runs.iter().map(|r| median(&mut r.clone())).collect();
+        for m in &medians {
+            print!("{m:>20.0}/s");
         }
-        if medians.len() == 2 && medians[1] > 0.0 {
-            print!("{:>10.2}", medians[0] / medians[1]);
+        for ((other, other_runs), other_name) in medians.iter().zip(&runs).skip(1).zip(others) {
+            if *other > 0.0 {
+                print!("  {:>28.3}", medians[0] / other);
+            } else {
+                print!("  {:>28}", "-");
+            }
+            let ratios: Vec<String> = runs[0]
+                .iter()
+                .zip(other_runs)
+                .map(|(a, b)| if *b > 0.0 { format!("{:.2}", a / b) } else { "-".to_owned() })
+                .collect();
+            per_run_ratios.push(format!("{workload} {first}/{other_name}: {}", ratios.join(" ")));
         }
         println!();
+    }
+    println!("ratios run by run:");
+    for line in &per_run_ratios {
+        println!("  {line}");
     }
     reports.print_infos();
 }

@@ -55,4 +55,8 @@ impl BenchEngine for FjallEngine {
     fn sync(&self) {
         self.db.persist(PersistMode::SyncAll).expect("persist");
     }
+    fn flush(&self) {
+        // fjall's public (if undocumented) way to write out the active memtable and wait.
+        self.items.rotate_memtable_and_wait().expect("flush");
+    }
 }
