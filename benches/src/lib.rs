@@ -80,21 +80,11 @@ pub fn value_pool(seed: u64) -> Vec<u8> {
 /// words from a small vocabulary varying. Values cut from it compress to about 0.4
 /// (db_bench's `--compression_ratio 0.5` idea, with text instead of repeated bytes).
 pub fn text_value_pool(seed: u64) -> Vec<u8> {
-    const WORDS: [&str; 8] = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel"];
     let mut rng = Rng::new(seed);
     let mut pool = Vec::with_capacity((1 << 20) + 256);
     while pool.len() < 1 << 20 {
-        let record = format!(
-            "{{\"id\":{},\"user\":\"user{:04}\",\"city\":\"{}\",\"active\":{},\"score\":{},\"tags\":[\"{}\",\"{}\"]}}\n",
-            rng.next_u64() % 1_000_000,
-            rng.below(5000),
-            WORDS[rng.index(WORDS.len())],
-            rng.chance(50),
-            rng.below(100),
-            WORDS[rng.index(WORDS.len())],
-            WORDS[rng.index(WORDS.len())],
-        );
-        pool.extend_from_slice(record.as_bytes());
+        pool.extend_from_slice(stampkv_testkit::json_like_record(&mut rng).as_bytes());
+        pool.push(b'\n');
     }
     pool.truncate(1 << 20);
     pool

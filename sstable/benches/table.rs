@@ -112,21 +112,11 @@ fn table_reads(c: &mut Criterion) {
 /// `n` 100-byte values: random bytes, or JSON-like records that LZ4 stores in about 0.4
 /// of their size.
 fn values(n: usize, text: bool) -> Vec<Vec<u8>> {
-    const WORDS: [&str; 8] = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel"];
     let mut rng = SplitMix64::new(11);
     (0..n)
         .map(|_| {
             if text {
-                let record = format!(
-                    "{{\"id\":{},\"user\":\"user{:04}\",\"city\":\"{}\",\"active\":{},\"score\":{},\"tags\":[\"{}\",\"{}\"]}}",
-                    rng.below(1_000_000),
-                    rng.below(5000),
-                    WORDS[rng.index(WORDS.len())],
-                    rng.chance(50),
-                    rng.below(100),
-                    WORDS[rng.index(WORDS.len())],
-                    WORDS[rng.index(WORDS.len())],
-                );
+                let record = stampkv_testkit::json_like_record(&mut rng);
                 let mut value = record.into_bytes();
                 value.resize(100, b' ');
                 value

@@ -2,7 +2,9 @@
 //! database): the seeded generator that every randomised test uses, so that a seed means
 //! the same sequence everywhere, and the plumbing of the process-kill tests.
 
+mod data;
 pub mod process;
 mod rng;
 
+pub use data::json_like_record;
 pub use rng::SplitMix64;
