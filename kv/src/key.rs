@@ -254,6 +254,13 @@ fn decode_part(bytes: &[u8], offset: usize) -> Result<(KeyPart, usize), KeyError
 
 /// Reads an escaped byte string up to its terminator; returns it and the bytes consumed.
 fn decode_escaped(input: &[u8]) -> Result<(Vec<u8>, usize), KeyError> {
+    // Most parts hold no zero byte: their bytes run up to the terminator and are copied
+    // at once, into an allocation of the exact size.
+    let first_zero = input.iter().position(|&b| b == 0).ok_or(KeyError::UnexpectedEof)?;
+    if input.get(first_zero + 1) != Some(&0xFF) {
+        let raw = input.get(..first_zero).unwrap_or_default();
+        return Ok((raw.to_vec(), first_zero + 1));
+    }
     let mut out = Vec::new();
     let mut i = 0;
     loop {
