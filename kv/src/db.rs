@@ -11,6 +11,7 @@
 //!   (8 bytes big-endian) followed by two zero bytes.
 
 use crate::entry::{FromKvValue, KvEntry, KvEntryMaybe, ToKvValue};
+use crate::key::DecodedPrefix;
 use crate::limits::Limits;
 use crate::watch::{Watch, WatchHub};
 use crate::{AtomicOperation, Key, KvError, KvValue, Versionstamp};
@@ -202,18 +203,16 @@ pub(crate) fn maybe_entry<T: FromKvValue>(
     }
 }
 
-/// Converts an engine entry found by a scan into a read result.
-pub(crate) fn full_entry<T: FromKvValue>(entry: stampkv_engine::Entry) -> Result<KvEntry<T>, KvError> {
-    decode_entry(&entry.key, &entry.value, entry.seq)
-}
-
-/// Decodes a stored key, value and sequence number into a read result.
-pub(crate) fn decode_entry<T: FromKvValue>(
+/// Decodes a listed entry's stored key, value and sequence number into a read result;
+/// the key starts with `prefix` (the listing's common prefix), whose decoded parts are
+/// reused.
+pub(crate) fn decode_entry_after<T: FromKvValue>(
+    prefix: &DecodedPrefix,
     key: &[u8],
     value: &[u8],
     seq: u64,
 ) -> Result<KvEntry<T>, KvError> {
-    let key = Key::decode(key)?;
+    let key = prefix.decode(key)?;
     let value = T::from_kv_value(KvValue::decode_stored(value)?)?;
     Ok(KvEntry { key, value, versionstamp: Versionstamp::from_sequence(seq) })
 }

@@ -213,12 +213,59 @@ impl Key {
     /// Decodes a key; rejects malformed input.
     pub fn decode(bytes: &[u8]) -> Result<Key, KeyError> {
         let mut parts = Vec::new();
+        decode_parts_into(bytes, 0, &mut parts)?;
+        Ok(Key(parts))
+    }
+}
+
+/// Decodes the parts of `bytes` from `offset` on, appending them to `parts`.
+fn decode_parts_into(bytes: &[u8], mut offset: usize, parts: &mut Vec<KeyPart>) -> Result<(), KeyError> {
+    while offset < bytes.len() {
+        let (part, used) = decode_part(bytes, offset)?;
+        parts.push(part);
+        offset += used;
+    }
+    Ok(())
+}
+
+/// The whole parts at the start of a byte prefix that many keys share (a listing's common
+/// prefix), decoded once: [`DecodedPrefix::decode`] then copies them instead of decoding
+/// them again for every key, which saves the escape scan and UTF-8 check of every shared
+/// string part.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct DecodedPrefix {
+    /// The encoding of `parts`: the start of the prefix it was made from.
+    bytes: Vec<u8>,
+    parts: Vec<KeyPart>,
+}
+
+impl DecodedPrefix {
+    /// Decodes the longest run of whole parts at the start of `prefix` (a part cut off by
+    /// the prefix's end, or one that does not decode, ends the run).
+    pub(crate) fn new(prefix: &[u8]) -> DecodedPrefix {
+        let mut parts = Vec::new();
         let mut offset = 0;
-        while offset < bytes.len() {
-            let (part, used) = decode_part(bytes, offset)?;
+        while let Ok((part, used)) = decode_part(prefix, offset) {
             parts.push(part);
             offset += used;
         }
+        DecodedPrefix { bytes: prefix.get(..offset).unwrap_or_default().to_vec(), parts }
+    }
+
+    /// Decodes `key` as [`Key::decode`] does (same key, same errors). A key that starts
+    /// with the prefix's whole parts reuses them, unless the byte after them is `FF`: then
+    /// the last of them may have been an escaped zero in the key, not a terminator, and the
+    /// key is decoded from its start.
+    pub(crate) fn decode(&self, key: &[u8]) -> Result<Key, KeyError> {
+        let reusable = !self.parts.is_empty()
+            && key.starts_with(&self.bytes)
+            && key.get(self.bytes.len()) != Some(&0xFF);
+        if !reusable {
+            return Key::decode(key);
+        }
+        let mut parts = Vec::with_capacity(self.parts.len() + 2);
+        parts.extend_from_slice(&self.parts);
+        decode_parts_into(key, self.bytes.len(), &mut parts)?;
         Ok(Key(parts))
     }
 }
@@ -457,6 +504,44 @@ mod tests {
         let key = key![vec![0u8, 1, 0]];
         assert_eq!(hex(&key.encode().unwrap()), "01 00 ff 01 00 ff 00");
         assert_eq!(Key::decode(&key.encode().unwrap()).unwrap(), key);
+    }
+
+    /// A decoded prefix decodes every key, in it or not, well-formed or not, exactly as
+    /// `Key::decode` does, whatever byte the prefix is cut at.
+    #[test]
+    fn decoding_with_a_prefix_matches_decoding_from_scratch() {
+        let mut rng = stampkv_testkit::SplitMix64::new(23);
+        let alphabet = [0u8, 1, 0xFF, b'a', 0xC3];
+        let part = |rng: &mut stampkv_testkit::SplitMix64| -> KeyPart {
+            let bytes: Vec<u8> = (0..rng.below(4)).map(|_| alphabet[rng.index(alphabet.len())]).collect();
+            match rng.below(4) {
+                0 => KeyPart::Bytes(bytes),
+                1 => KeyPart::String(String::from_utf8_lossy(&bytes).into_owned()),
+                2 => KeyPart::Number(rng.below(5) as f64 - 2.0),
+                _ => KeyPart::BigInt(KvBigInt::from(rng.below(600) as i128 - 300)),
+            }
+        };
+        for _ in 0..5_000 {
+            let key = Key((0..1 + rng.below(4)).map(|_| part(&mut rng)).collect());
+            let mut encoded = key.encode().unwrap();
+            let cut = rng.index(encoded.len() + 1);
+            let prefix = DecodedPrefix::new(&encoded[..cut]);
+            assert_eq!(prefix.decode(&encoded), Ok(key.clone()), "cut at {cut}: {}", hex(&encoded));
+            // Damaged keys fail the same way, prefix or not.
+            if !encoded.is_empty() {
+                let at = rng.index(encoded.len());
+                encoded[at] = alphabet[rng.index(alphabet.len())];
+                if rng.chance(30) {
+                    encoded.truncate(at);
+                }
+                assert_eq!(prefix.decode(&encoded), Key::decode(&encoded), "{}", hex(&encoded));
+            }
+        }
+        // Keys that continue a prefix's last string with an escaped zero.
+        let prefix = DecodedPrefix::new(&key!["users"].encode().unwrap());
+        let tricky = key!["users\0x"].encode().unwrap();
+        assert_eq!(prefix.decode(&tricky), Ok(key!["users\0x"]));
+        assert_eq!(prefix.decode(&key!["users", 7.0].encode().unwrap()), Ok(key!["users", 7.0]));
     }
 
     #[test]

@@ -16,8 +16,9 @@
 //! **Better than Deno:** the whole iteration reads one consistent snapshot, however many
 //! batches it spans.
 
-use crate::db::{decode_entry, full_entry, Kv};
+use crate::db::{decode_entry_after, Kv};
 use crate::entry::{FromKvValue, KvEntry};
+use crate::key::DecodedPrefix;
 use crate::{base64, Key, KvError};
 use stampkv_engine::{DbCursor, DbIter};
 use std::marker::PhantomData;
@@ -176,6 +177,8 @@ pub struct ListIter<T> {
     source: Option<Source>,
     remaining: Option<usize>,
     common_prefix: Vec<u8>,
+    /// The whole key parts of `common_prefix`, decoded once for every entry's key.
+    decoded_prefix: DecodedPrefix,
     /// `None` before the first entry; then the encoded key of the last entry yielded.
     last_key: Option<Vec<u8>>,
     started: bool,
@@ -214,7 +217,12 @@ impl<T: FromKvValue> Iterator for ListIter<T> {
             Source::Forward(cursor) => match cursor.next() {
                 Ok(true) => {
                     remember(&mut self.last_key, cursor.key());
-                    Some(Ok(decode_entry(cursor.key(), cursor.value(), cursor.seq())))
+                    Some(Ok(decode_entry_after(
+                        &self.decoded_prefix,
+                        cursor.key(),
+                        cursor.value(),
+                        cursor.seq(),
+                    )))
                 }
                 Ok(false) => None,
                 Err(e) => Some(Err(e)),
@@ -222,7 +230,7 @@ impl<T: FromKvValue> Iterator for ListIter<T> {
             Source::Reverse(iter) => iter.next_back().map(|entry| {
                 entry.map(|entry| {
                     remember(&mut self.last_key, &entry.key);
-                    full_entry(entry)
+                    decode_entry_after(&self.decoded_prefix, &entry.key, &entry.value, entry.seq)
                 })
             }),
         };
@@ -301,6 +309,7 @@ impl Kv {
         Ok(ListIter {
             source,
             remaining: options.limit,
+            decoded_prefix: DecodedPrefix::new(&range.common_prefix),
             common_prefix: range.common_prefix,
             last_key: None,
             started: false,
