@@ -206,6 +206,7 @@ pub(crate) fn maybe_entry<T: FromKvValue>(
 /// Decodes a listed entry's stored key, value and sequence number into a read result;
 /// the key starts with `prefix` (the listing's common prefix), whose decoded parts are
 /// reused.
+#[inline]
 pub(crate) fn decode_entry_after<T: FromKvValue>(
     prefix: &DecodedPrefix,
     key: &[u8],

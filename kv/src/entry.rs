@@ -45,6 +45,7 @@ pub trait FromKvValue: Sized {
 }
 
 impl FromKvValue for KvValue {
+    #[inline]
     fn from_kv_value(value: KvValue) -> Result<Self, KvError> {
         Ok(value)
     }

@@ -213,44 +213,46 @@ impl<T: FromKvValue> Iterator for ListIter<T> {
             self.exhausted = true;
             return None;
         };
-        let found = match source {
+        let entry = match source {
             Source::Forward(cursor) => match cursor.next() {
                 Ok(true) => {
                     remember(&mut self.last_key, cursor.key());
-                    Some(Ok(decode_entry_after(
-                        &self.decoded_prefix,
-                        cursor.key(),
-                        cursor.value(),
-                        cursor.seq(),
-                    )))
+                    decode_entry_after(&self.decoded_prefix, cursor.key(), cursor.value(), cursor.seq())
                 }
-                Ok(false) => None,
-                Err(e) => Some(Err(e)),
+                Ok(false) => return self.end(),
+                Err(e) => return self.fail(e.into()),
             },
-            Source::Reverse(iter) => iter.next_back().map(|entry| {
-                entry.map(|entry| {
+            Source::Reverse(iter) => match iter.next_back() {
+                Some(Ok(entry)) => {
                     remember(&mut self.last_key, &entry.key);
                     decode_entry_after(&self.decoded_prefix, &entry.key, &entry.value, entry.seq)
-                })
-            }),
-        };
-        match found {
-            None => {
-                self.exhausted = true;
-                self.source = None;
-                None
-            }
-            Some(Err(e)) => {
-                self.source = None;
-                Some(Err(e.into()))
-            }
-            Some(Ok(entry)) => {
-                if let Some(remaining) = self.remaining.as_mut() {
-                    *remaining -= 1;
                 }
-                Some(entry)
-            }
+                Some(Err(e)) => return self.fail(e.into()),
+                None => return self.end(),
+            },
+        };
+        // An entry that does not decode is yielded as an error and counts against the
+        // limit; the listing goes on after it.
+        if let Some(remaining) = self.remaining.as_mut() {
+            *remaining -= 1;
         }
+        Some(entry)
+    }
+}
+
+impl<T> ListIter<T> {
+    /// The range is exhausted: the cursor becomes `""`.
+    fn end(&mut self) -> Option<Result<KvEntry<T>, KvError>> {
+        self.exhausted = true;
+        self.source = None;
+        None
+    }
+
+    /// The engine failed: the error is yielded and the listing stops.
+    #[cold]
+    fn fail(&mut self, error: KvError) -> Option<Result<KvEntry<T>, KvError>> {
+        self.source = None;
+        Some(Err(error))
     }
 }
 

@@ -176,6 +176,7 @@ impl KvValue {
     /// V8 data is not inspected (it stays opaque, byte for byte); a LE64 value must be
     /// exactly 8 bytes ([`ValueError::Malformed`] otherwise); an unknown encoding byte gives
     /// [`ValueError::UnknownEncoding`].
+    #[inline]
     pub fn decode_stored(stored: &[u8]) -> Result<KvValue, ValueError> {
         let Some((&encoding, data)) = stored.split_first() else {
             return Err(ValueError::Malformed { offset: 0, reason: "empty stored value".into() });
