@@ -213,7 +213,8 @@ pub(crate) fn decode_entry_after<T: FromKvValue>(
     value: &[u8],
     seq: u64,
 ) -> Result<KvEntry<T>, KvError> {
-    let key = prefix.decode(key)?;
+    let mut parts = prefix.parts_buffer();
+    prefix.decode_into(key, &mut parts)?;
     let value = T::from_kv_value(KvValue::decode_stored(value)?)?;
-    Ok(KvEntry { key, value, versionstamp: Versionstamp::from_sequence(seq) })
+    Ok(KvEntry { key: Key(parts), value, versionstamp: Versionstamp::from_sequence(seq) })
 }

@@ -250,22 +250,36 @@ impl DecodedPrefix {
         DecodedPrefix { bytes: prefix.get(..offset).unwrap_or_default().to_vec(), parts }
     }
 
-    /// Decodes `key` as [`Key::decode`] does (same key, same errors). A key that starts
+    /// Decodes `key` as [`Key::decode`] does (same key, same errors); in tests, beside
+    /// [`DecodedPrefix::decode_into`], which listings use. A key that starts
     /// with the prefix's whole parts reuses them, unless the byte after them is `FF`: then
     /// the last of them may have been an escaped zero in the key, not a terminator, and the
     /// key is decoded from its start.
-    #[inline]
+    #[cfg(test)]
     pub(crate) fn decode(&self, key: &[u8]) -> Result<Key, KeyError> {
+        let mut parts = self.parts_buffer();
+        self.decode_into(key, &mut parts)?;
+        Ok(Key(parts))
+    }
+
+    /// An empty vector with room for the parts of a key with two parts after the prefix's.
+    #[inline]
+    pub(crate) fn parts_buffer(&self) -> Vec<KeyPart> {
+        Vec::with_capacity(self.parts.len() + 2)
+    }
+
+    /// [`DecodedPrefix::decode`] into `parts` (empty on entry): the caller builds the key
+    /// around the vector, which spares a `Result<Key, _>` moved through the stack per key.
+    #[inline]
+    pub(crate) fn decode_into(&self, key: &[u8], parts: &mut Vec<KeyPart>) -> Result<(), KeyError> {
         let reusable = !self.parts.is_empty()
             && key.starts_with(&self.bytes)
             && key.get(self.bytes.len()) != Some(&0xFF);
         if !reusable {
-            return Key::decode(key);
+            return decode_parts_into(key, 0, parts);
         }
-        let mut parts = Vec::with_capacity(self.parts.len() + 2);
         parts.extend_from_slice(&self.parts);
-        decode_parts_into(key, self.bytes.len(), &mut parts)?;
-        Ok(Key(parts))
+        decode_parts_into(key, self.bytes.len(), parts)
     }
 }
 
@@ -284,7 +298,7 @@ fn decode_part_into(bytes: &[u8], offset: usize, parts: &mut Vec<KeyPart>) -> Re
             if value.is_nan() && value.to_bits() != CANONICAL_NAN {
                 return Err(KeyError::NonCanonical { offset });
             }
-            parts.push(KeyPart::Number(value));
+            push_number(parts, value);
             Ok(9)
         }
         TAG_STRING => {
@@ -313,6 +327,16 @@ fn decode_part_into(bytes: &[u8], offset: usize, parts: &mut Vec<KeyPart>) -> Re
         }
         _ => Err(KeyError::InvalidTag { offset, tag }),
     }
+}
+
+/// Appends a number part. `parts.push(KeyPart::Number(value))` builds the part on the
+/// stack with two 8-byte stores and copies it into the vector with 16-byte loads, which the
+/// processor cannot forward from those stores: it waits for them to retire, on every key of
+/// a listing of numeric keys. `resize_with` makes room first and then constructs the part
+/// in its slot, storing the tag and the number straight into the vector.
+#[inline]
+fn push_number(parts: &mut Vec<KeyPart>, value: f64) {
+    parts.resize_with(parts.len() + 1, || KeyPart::Number(value));
 }
 
 /// Reads an escaped byte string up to its terminator; returns it and the bytes consumed.

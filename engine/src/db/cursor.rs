@@ -3,7 +3,8 @@
 
 use super::read::{decode_visible, merged_iter};
 use super::ReadState;
-use crate::iter::{InternalIterator, MergingIter, HEAD_BYTES};
+use crate::invariants::invariant;
+use crate::iter::{head_prefix, InternalIterator, MergingIter, HEAD_BYTES};
 use crate::key::{self, EntryKind};
 use crate::Result;
 use std::ops::{Bound, RangeBounds};
@@ -53,6 +54,8 @@ pub struct DbCursor {
     now_ms: u64,
     lower: Bound<Vec<u8>>,
     upper: Bound<Vec<u8>>,
+    /// `head_prefix` of the upper bound's key (0 when unbounded).
+    upper_prefix: u128,
     position: Position,
     /// The current entry's user key's first [`HEAD_BYTES`] bytes, big-endian and
     /// zero-padded (`head_prefix` of it): for telling the next entry's key apart cheaply,
@@ -79,12 +82,18 @@ impl DbCursor {
         range: &R,
     ) -> DbCursor {
         let owned = |bound: Bound<&K>| bound.map(|k| k.as_ref().to_vec());
+        let upper = owned(range.end_bound());
+        let upper_prefix = match &upper {
+            Bound::Included(k) | Bound::Excluded(k) => head_prefix(k),
+            Bound::Unbounded => 0,
+        };
         DbCursor {
             iter: merged_iter(state),
             seq,
             now_ms,
             lower: owned(range.start_bound()),
-            upper: owned(range.end_bound()),
+            upper,
+            upper_prefix,
             position: Position::Unstarted,
             key_prefix: 0,
             short_key: [0; HEAD_BYTES],
@@ -139,12 +148,28 @@ impl DbCursor {
         Ok(())
     }
 
-    /// Whether the merge's current key lies beyond the range.
-    fn beyond_upper(&self) -> bool {
-        match &self.upper {
-            Bound::Unbounded => false, // without asking the child for the key
-            upper => above(upper, self.iter.user_key()),
+    /// Whether the merge's current key, whose [`head_prefix`] is `key_prefix`, lies beyond
+    /// the range. Keys whose first 16 bytes (zero-padded) differ from the bound's compare
+    /// as those bytes do: where the padded bytes first differ, either both keys have real
+    /// bytes there, or the shorter one ended (its padding zero is below any byte the other
+    /// has there, a byte the padding could never exceed) and is a prefix of the other, so
+    /// the smaller. Only keys that agree with the bound on those bytes are compared whole,
+    /// which asks the child for the key.
+    #[inline]
+    fn beyond_upper(&self, key_prefix: u128) -> bool {
+        if matches!(self.upper, Bound::Unbounded) {
+            return false;
         }
+        let beyond = match key_prefix.cmp(&self.upper_prefix) {
+            std::cmp::Ordering::Less => false,
+            std::cmp::Ordering::Greater => true,
+            std::cmp::Ordering::Equal => above(&self.upper, self.iter.user_key()),
+        };
+        invariant!(
+            beyond == above(&self.upper, self.iter.user_key()),
+            "cursor: the head comparison with the upper bound disagrees with the whole keys"
+        );
+        beyond
     }
 
     /// From the iterator's position, finds the first key whose newest version in the view
@@ -153,7 +178,7 @@ impl DbCursor {
         // The merge's copy of the key's head gives the trailer, and the key itself when it
         // is short: the child is asked for neither.
         while let Some((prefix, len, trailer)) = self.iter.current_head() {
-            if self.beyond_upper() {
+            if self.beyond_upper(prefix) {
                 return Ok(false);
             }
             if key::trailer_seq(trailer) > self.seq {

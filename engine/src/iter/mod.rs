@@ -8,7 +8,7 @@ mod merging;
 mod table;
 
 pub use level::LevelIter;
-pub use merging::{MergingIter, HEAD_BYTES};
+pub use merging::{head_prefix, MergingIter, HEAD_BYTES};
 pub use table::TableSource;
 
 use crate::Result;
