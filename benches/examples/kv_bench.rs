@@ -264,7 +264,7 @@ fn main() {
         let targets: [(&str, &[&str], f64); 3] = [
             ("durable atomic commits from 8 clients", &["commit_8"], 5.0),
             ("point reads (the worse of get, get_unflushed)", &["get", "get_unflushed"], 10.0),
-            ("lists", &["list"], 2.0),
+            ("lists", &["list"], 3.0),
         ];
         for (what, workloads, goal) in targets {
             let worst = workloads.iter().filter_map(|w| ratios.get(w)).copied().fold(f64::INFINITY, f64::min);

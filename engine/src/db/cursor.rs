@@ -113,12 +113,22 @@ impl DbCursor {
         reason = "a lending cursor cannot be an Iterator: the entry borrows from the cursor"
     )]
     pub fn next(&mut self) -> Result<bool> {
-        let moved = self.advance();
-        self.position = match moved {
-            Ok(true) => Position::At,
-            Ok(false) | Err(_) => Position::Done,
-        };
-        moved
+        // Each arm returns its own result rather than copying the whole `Result` (the size
+        // of an error) it matched on.
+        match self.advance() {
+            Ok(true) => {
+                self.position = Position::At;
+                Ok(true)
+            }
+            Ok(false) => {
+                self.position = Position::Done;
+                Ok(false)
+            }
+            Err(error) => {
+                self.position = Position::Done;
+                Err(error)
+            }
+        }
     }
 
     fn advance(&mut self) -> Result<bool> {

@@ -239,14 +239,25 @@ impl MergingIter {
     /// returned.
     #[inline]
     fn step_forward(&mut self, leaf: usize) -> Result<()> {
-        let (head, moved) = match self.children[leaf].next_key() {
-            Ok(Some((user_key, trailer))) => (KeyHead::of_key(user_key, trailer), Ok(())),
-            Ok(None) => (KeyHead::invalid(Direction::Forward), Ok(())),
-            // Whatever the child's state after a failed step, the head follows it.
-            Err(error) => (KeyHead::of(&*self.children[leaf], Direction::Forward), Err(error)),
-        };
-        self.choose_after_move(leaf, head);
-        moved
+        // Each arm returns its own result: a step that worked writes `Ok(())` alone, rather
+        // than copying a whole `Result` (the size of an error) through the stack.
+        match self.children[leaf].next_key() {
+            Ok(Some((user_key, trailer))) => {
+                let head = KeyHead::of_key(user_key, trailer);
+                self.choose_after_move(leaf, head);
+                Ok(())
+            }
+            Ok(None) => {
+                self.choose_after_move(leaf, KeyHead::invalid(Direction::Forward));
+                Ok(())
+            }
+            Err(error) => {
+                // Whatever the child's state after a failed step, the head follows it.
+                let head = KeyHead::of(&*self.children[leaf], Direction::Forward);
+                self.choose_after_move(leaf, head);
+                Err(error)
+            }
+        }
     }
 
     /// Records `head` as the current child `leaf`'s after it (alone) moved, and chooses
