@@ -1,6 +1,7 @@
 //! What an operator tunes: where the upstream is, the tokens, the cache's lifetime and size,
 //! refresh-ahead, serving stale copies while the upstream is down, push mode.
 
+use stampkv_server::NetConfig;
 use std::time::Duration;
 
 /// How an edge is configured.
@@ -10,8 +11,9 @@ pub struct EdgeConfig {
     pub upstream_url: String,
     /// The token the edge presents upstream.
     pub upstream_token: String,
-    /// The token clients of this edge present (at least 12 characters).
-    pub access_token: String,
+    /// The network tier's settings, as the server's: the token clients of this edge present
+    /// (at least 12 characters), body sizes, connections, timeouts, watch streams.
+    pub net: NetConfig,
     /// How long a cached answer (found or not found) is served without asking upstream.
     pub cache_ttl: Duration,
     /// A cached answer read again when at least this fraction of `cache_ttl` has passed is
@@ -30,12 +32,6 @@ pub struct EdgeConfig {
     pub push_keys: usize,
     /// Extra delay before every upstream request: a test option standing in for WAN distance.
     pub upstream_delay: Duration,
-    /// Largest request body accepted; larger bodies get a 413.
-    pub max_body_bytes: usize,
-    /// Interval of the keep-alive frames of a watch stream.
-    pub keepalive_interval: Duration,
-    /// Most watch streams open at once; more get a 503.
-    pub max_watches: usize,
     /// The database id handed to clients; `None`: a random one. `stampkv edge` derives it
     /// from the upstream URL and its listening address, so it survives a restart.
     pub database_id: Option<String>,
@@ -43,14 +39,15 @@ pub struct EdgeConfig {
 
 impl EdgeConfig {
     /// The defaults (60 s TTL, refresh-ahead from 80% of it, stale copies served up to 5
-    /// minutes past expiry while the upstream is down, 256 MiB, no push) for an upstream URL
+    /// minutes past expiry while the upstream is down, 256 MiB, no push, the network defaults of
+    /// [`NetConfig::new`]) for an upstream URL
     /// and a token used both by clients and upstream.
     pub fn new(upstream_url: impl Into<String>, access_token: impl Into<String>) -> EdgeConfig {
         let access_token = access_token.into();
         EdgeConfig {
             upstream_url: upstream_url.into(),
             upstream_token: access_token.clone(),
-            access_token,
+            net: NetConfig::new(access_token),
             cache_ttl: Duration::from_secs(60),
             refresh_ahead: 0.8,
             stale_if_error: Duration::from_secs(300),
@@ -58,9 +55,6 @@ impl EdgeConfig {
             push: false,
             push_keys: 1000,
             upstream_delay: Duration::ZERO,
-            max_body_bytes: 16 << 20,
-            keepalive_interval: Duration::from_secs(5),
-            max_watches: 1024,
             database_id: None,
         }
     }

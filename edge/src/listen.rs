@@ -3,18 +3,15 @@
 use crate::service::Edge;
 use crate::{metadata, push, read, watch, write};
 use axum::extract::State;
-use axum::http::{header, StatusCode};
+use axum::http::{header, HeaderMap};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
-use stampkv_server::HttpError;
+use stampkv_server::request::check_token;
+use stampkv_server::{method_not_allowed, not_found};
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::net::TcpListener;
-
-/// How long a client may take to send a request's headers.
-const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The routes: `POST /` (metadata), the strong endpoint `POST /v2/{snapshot_read,
 /// atomic_write,watch}` (forwarding), the eventual endpoint `POST /eventual/{...}` (cached
@@ -30,14 +27,16 @@ pub fn router(edge: Arc<Edge>) -> Router {
         .route("/eventual/watch", post(watch::watch))
         .route("/metrics", get(metrics))
         .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .with_state(edge)
 }
 
-async fn not_found() -> HttpError {
-    HttpError { status: StatusCode::NOT_FOUND, text: "Resource not found.".into() }
-}
-
-async fn metrics(State(edge): State<Arc<Edge>>) -> Response {
+/// `GET /metrics`: needs the bearer token.
+async fn metrics(State(edge): State<Arc<Edge>>, headers: HeaderMap) -> Response {
+    if let Err(e) = check_token(&edge.config.net.access_token, &headers) {
+        edge.metrics.request("metrics", e.status.as_u16());
+        return e.into_response();
+    }
     let text = edge.render_metrics();
     edge.metrics.request("metrics", 200);
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
@@ -51,15 +50,9 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send,
 ) -> std::io::Result<()> {
     let pusher = edge.config.push.then(|| tokio::spawn(push::run(edge.clone())));
-    let stopping = edge.clone();
-    let result = stampkv_server::serve_router(
-        listener,
-        router(edge),
-        HEADER_READ_TIMEOUT,
-        move || stopping.begin_shutdown(),
-        shutdown,
-    )
-    .await;
+    let net = edge.config.net.clone();
+    let stopping = edge.stopping.clone();
+    let result = stampkv_server::serve_router(listener, router(edge), &net, stopping, shutdown).await;
     if let Some(pusher) = pusher {
         pusher.abort();
     }

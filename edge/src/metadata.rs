@@ -7,25 +7,20 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::http::{header, HeaderMap};
 use axum::response::{IntoResponse, Response};
-use stampkv_server::request::{check_token, read_limited};
-use stampkv_server::{negotiate_version, rfc3339, HttpError};
+use stampkv_server::request::{check_token, checked_body};
+use stampkv_server::{negotiate_version, rfc3339, version1_host};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 pub(crate) async fn metadata(State(edge): State<Arc<Edge>>, headers: HeaderMap, body: Body) -> Response {
     let result = async {
-        check_token(&edge.config.access_token, &headers)?;
-        let version = negotiate_version(&read_limited(body, edge.config.max_body_bytes).await?)?;
+        let net = &edge.config.net;
+        let checked = check_token(&net.access_token, &headers);
+        let (_, body) =
+            checked_body(checked, &headers, body, net.max_body_bytes, net.body_read_timeout).await?;
+        let version = negotiate_version(&body)?;
         // Version 1 needs absolute URLs; later versions resolve them against this URL.
-        let base = if version == 1 {
-            let host = headers
-                .get(header::HOST)
-                .and_then(|h| h.to_str().ok())
-                .ok_or_else(|| HttpError::bad("Protocol version 1 needs a host header."))?;
-            format!("http://{host}")
-        } else {
-            String::new()
-        };
+        let base = if version == 1 { format!("http://{}", version1_host(&headers)?) } else { String::new() };
         let expires_at = SystemTime::now() + Duration::from_secs(24 * 3600);
         let body = serde_json::json!({
             "version": version,
@@ -34,7 +29,7 @@ pub(crate) async fn metadata(State(edge): State<Arc<Edge>>, headers: HeaderMap, 
                 { "url": format!("{base}/v2"), "consistency": "strong" },
                 { "url": format!("{base}/eventual"), "consistency": "eventual" },
             ],
-            "token": edge.config.access_token,
+            "token": edge.config.net.access_token,
             "expiresAt": rfc3339(expires_at),
         });
         Ok(([(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response())

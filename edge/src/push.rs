@@ -11,7 +11,6 @@ use crate::cache::RangeKey;
 use crate::service::Edge;
 use futures_util::StreamExt;
 use std::collections::HashSet;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::task::AbortHandle;
@@ -41,7 +40,7 @@ pub(crate) async fn run(edge: Arc<Edge>) {
     let mut subscribed: HashSet<Vec<u8>> = HashSet::new();
     let mut ticks = 0u32;
     let mut interval = tokio::time::interval(TICK);
-    while !edge.shutting_down.load(Ordering::SeqCst) {
+    while !edge.stopping.is_cancelled() {
         interval.tick().await;
         let queued: Vec<Vec<u8>> = edge.store.lock().push_queue.drain(..).collect();
         let mut batch: Vec<Vec<u8>> = Vec::new();

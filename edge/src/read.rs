@@ -10,18 +10,23 @@ use axum::response::{IntoResponse, Response};
 use stampkv::Consistency;
 use stampkv_client::RemoteError;
 use stampkv_proto as proto;
-use stampkv_server::request::{check_data_path, decode, protobuf, read_limited};
-use stampkv_server::{HttpError, MAX_READ_KEY_BYTES, MAX_READ_LIMIT, MAX_READ_RANGES};
+use stampkv_server::request::{check_data_path, checked_body, decode, protobuf};
+use stampkv_server::{check_read, HttpError};
 use std::sync::Arc;
 use std::time::Instant;
 
-/// The answer to a failed upstream call: the upstream's own 4xx as it was, or a 503 naming
-/// the upstream for everything else (clients retry a 503).
+/// The answer to a failed upstream call: the upstream's own 4xx as it was; a 502 for an
+/// answer that breaks the protocol (undecodable, the wrong shape); a 503 naming the upstream
+/// when it cannot be reached (clients retry a 503).
 pub(crate) fn upstream_error(edge: &Edge, e: &RemoteError) -> HttpError {
     match e {
         RemoteError::Http { status, body } if (400..500).contains(status) => HttpError {
             status: StatusCode::from_u16(*status).unwrap_or(StatusCode::BAD_GATEWAY),
             text: body.clone(),
+        },
+        RemoteError::Decode(what) | RemoteError::Protocol(what) => HttpError {
+            status: StatusCode::BAD_GATEWAY,
+            text: format!("The edge's upstream {} gave an invalid answer: {what}", edge.config.upstream_url),
         },
         other => HttpError {
             status: StatusCode::SERVICE_UNAVAILABLE,
@@ -39,22 +44,16 @@ pub(crate) fn record(edge: &Edge, kind: &'static str, result: Result<Response, H
 
 /// Checks the headers and decodes a `SnapshotRead` with the server's limits.
 async fn read_request(edge: &Edge, headers: &HeaderMap, body: Body) -> Result<Vec<RangeKey>, HttpError> {
-    check_data_path(&edge.config.access_token, &edge.database_id, headers)?;
-    let request: proto::SnapshotRead = decode(&read_limited(body, edge.config.max_body_bytes).await?)?;
-    if request.ranges.len() > MAX_READ_RANGES {
-        return Err(HttpError::bad(format!("Too many ranges in one snapshot read (max {MAX_READ_RANGES}).")));
-    }
-    let mut keys = Vec::with_capacity(request.ranges.len());
-    for range in &request.ranges {
-        if range.limit <= 0 || range.limit > MAX_READ_LIMIT {
-            return Err(HttpError::bad("The read range limit of the snapshot read request is invalid."));
-        }
-        if range.start.len() > MAX_READ_KEY_BYTES || range.end.len() > MAX_READ_KEY_BYTES {
-            return Err(HttpError::bad("A key exceeds the key size limit."));
-        }
-        keys.push(RangeKey::of(&range.start, &range.end, range.limit, range.reverse));
-    }
-    Ok(keys)
+    let net = &edge.config.net;
+    let checked = check_data_path(&net.access_token, &edge.database_id, headers);
+    let (_, body) = checked_body(checked, headers, body, net.max_body_bytes, net.body_read_timeout).await?;
+    let request: proto::SnapshotRead = decode(&body)?;
+    check_read(&request)?;
+    Ok(request
+        .ranges
+        .iter()
+        .map(|range| RangeKey::of(&range.start, &range.end, range.limit, range.reverse))
+        .collect())
 }
 
 /// `POST /eventual/snapshot_read`.

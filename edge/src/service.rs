@@ -12,9 +12,10 @@ use parking_lot::Mutex;
 use stampkv_client::{ConnectOptions, RemoteError, RemoteKv, Retry};
 use stampkv_proto as proto;
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
 
 /// How many invalidations the history remembers (see [`crate::invalidations`]).
 const INVALIDATION_HISTORY: usize = 4096;
@@ -42,7 +43,8 @@ pub struct Edge {
     pub(crate) metrics: EdgeMetrics,
     pub(crate) watches: WatchHub,
     pub(crate) open_watches: AtomicUsize,
-    pub(crate) shutting_down: AtomicBool,
+    /// Cancelled once shutdown began: watch streams end, push mode stops.
+    pub(crate) stopping: CancellationToken,
 }
 
 /// Why an edge could not start.
@@ -69,7 +71,7 @@ impl Edge {
     /// Connects to the upstream (a metadata exchange) and builds the edge. Push mode's
     /// subscriptions start with [`crate::serve`].
     pub async fn connect(config: EdgeConfig) -> Result<Arc<Edge>, EdgeError> {
-        if config.access_token.chars().count() < 12 {
+        if config.net.access_token.chars().count() < 12 {
             return Err(EdgeError::TokenTooShort);
         }
         let mut options = ConnectOptions::new(config.upstream_token.clone());
@@ -93,7 +95,7 @@ impl Edge {
             metrics: EdgeMetrics::default(),
             watches: WatchHub::default(),
             open_watches: AtomicUsize::new(0),
-            shutting_down: AtomicBool::new(false),
+            stopping: CancellationToken::new(),
         }))
     }
 
@@ -131,7 +133,7 @@ impl Edge {
 
     /// Ends every watch stream and refuses new ones.
     pub fn begin_shutdown(&self) {
-        self.shutting_down.store(true, Ordering::SeqCst);
+        self.stopping.cancel();
     }
 
     /// Records that encoded `key` changed: drops the cached entries that could hold it and

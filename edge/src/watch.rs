@@ -10,15 +10,16 @@
 use crate::read::record;
 use crate::service::Edge;
 use axum::body::{Body, Bytes};
-use axum::extract::State;
+use axum::extract::{Extension, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
 use parking_lot::Mutex;
 use stampkv_proto as proto;
 use stampkv_proto::frame::{encode_frame, PING};
-use stampkv_server::request::{check_data_path, decode, read_limited};
-use stampkv_server::{HttpError, MAX_READ_KEY_BYTES};
+use stampkv_server::request::{check_data_path, checked_body, decode};
+use stampkv_server::watch::{MAX_WATCHED_KEYS, TOO_MANY_WATCHED_KEYS};
+use stampkv_server::{Connection, HttpError, MAX_READ_KEY_BYTES};
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::sync::atomic::Ordering;
@@ -27,8 +28,6 @@ use std::time::Duration;
 use tokio::sync::broadcast;
 use tokio::task::AbortHandle;
 
-/// Most keys one watch may name (Deno's limit).
-const MAX_WATCHED_KEYS: usize = 10;
 /// Frames a slow client may fall behind before it is sent the whole state instead.
 const FRAME_BACKLOG: usize = 64;
 
@@ -73,8 +72,10 @@ impl SharedWatch {
         Some(Bytes::from(encode_frame(&proto::WatchOutput { status: proto::SR_SUCCESS, keys })))
     }
 
-    /// Takes in one upstream frame: updates the kept state and the edge's cache, and sends
-    /// the clients what changed (nothing if nothing did).
+    /// Takes in one upstream frame (whole, or with unchanged keys left out as `denokv`
+    /// sends them): updates the kept state and the edge's cache, and sends the clients the
+    /// whole kept state if anything changed (every key `changed` with its entry, the shape
+    /// every client reads right; see `stampkv_server::watch`).
     fn take_in(&self, edge: &Edge, output: proto::WatchOutput) {
         if output.status != proto::SR_SUCCESS || output.keys.len() != self.keys.len() {
             return;
@@ -82,7 +83,6 @@ impl SharedWatch {
         let mut state = self.state.lock();
         let first = state.entries.is_none();
         let mut entries = state.entries.take().unwrap_or_else(|| vec![None; self.keys.len()]);
-        let mut keys = Vec::with_capacity(self.keys.len());
         let mut any_change = first;
         for ((key, update), kept) in self.keys.iter().zip(output.keys).zip(entries.iter_mut()) {
             let stamp = |e: &Option<proto::KvEntry>| e.as_ref().map(|e| e.versionstamp.clone());
@@ -92,11 +92,11 @@ impl SharedWatch {
                 *kept = update.entry_if_changed;
                 any_change = true;
             }
-            keys.push(proto::WatchKeyOutput {
-                changed,
-                entry_if_changed: if changed { kept.clone() } else { None },
-            });
         }
+        let keys = entries
+            .iter()
+            .map(|entry| proto::WatchKeyOutput { changed: true, entry_if_changed: entry.clone() })
+            .collect();
         state.entries = Some(entries);
         if any_change {
             let frame = encode_frame(&proto::WatchOutput { status: proto::SR_SUCCESS, keys });
@@ -176,18 +176,32 @@ impl Drop for Subscription {
 }
 
 /// `POST /v2/watch` and `/eventual/watch`.
-pub(crate) async fn watch(State(edge): State<Arc<Edge>>, headers: HeaderMap, body: Body) -> Response {
-    let result = watch_inner(&edge, &headers, body).await;
+pub(crate) async fn watch(
+    State(edge): State<Arc<Edge>>,
+    connection: Option<Extension<Arc<Connection>>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let result = watch_inner(&edge, connection.map(|c| c.0), &headers, body).await;
     record(&edge, "watch", result)
 }
 
-async fn watch_inner(edge: &Arc<Edge>, headers: &HeaderMap, body: Body) -> Result<Response, HttpError> {
-    if check_data_path(&edge.config.access_token, &edge.database_id, headers)? < 3 {
+async fn watch_inner(
+    edge: &Arc<Edge>,
+    connection: Option<Arc<Connection>>,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<Response, HttpError> {
+    let net = &edge.config.net;
+    let checked = check_data_path(&net.access_token, &edge.database_id, headers);
+    let (version, body) =
+        checked_body(checked, headers, body, net.max_body_bytes, net.body_read_timeout).await?;
+    if version < 3 {
         return Err(HttpError::bad("Watch needs protocol version 3."));
     }
-    let request: proto::Watch = decode(&read_limited(body, edge.config.max_body_bytes).await?)?;
+    let request: proto::Watch = decode(&body)?;
     if request.keys.len() > MAX_WATCHED_KEYS {
-        return Err(HttpError::bad(format!("Too many keys to watch (max {MAX_WATCHED_KEYS}).")));
+        return Err(HttpError::bad(TOO_MANY_WATCHED_KEYS));
     }
     let mut keys = Vec::with_capacity(request.keys.len());
     for key in request.keys {
@@ -197,10 +211,20 @@ async fn watch_inner(edge: &Arc<Edge>, headers: &HeaderMap, body: Body) -> Resul
         stampkv::Key::decode(&key.key).map_err(|e| HttpError::bad(format!("Invalid watch key: {e}.")))?;
         keys.push(key.key);
     }
-    if edge.shutting_down.load(Ordering::SeqCst) {
+    if edge.stopping.is_cancelled() {
         return Err(HttpError::unavailable());
     }
-    if edge.open_watches.fetch_add(1, Ordering::SeqCst) >= edge.config.max_watches {
+    let per_connection = match &connection {
+        Some(c) => Some(c.try_add_watch(net.max_watches_per_connection).ok_or_else(|| HttpError {
+            status: StatusCode::TOO_MANY_REQUESTS,
+            text: format!(
+                "Too many watch streams on one connection (max {}).",
+                net.max_watches_per_connection
+            ),
+        })?),
+        None => None,
+    };
+    if edge.open_watches.fetch_add(1, Ordering::SeqCst) >= net.max_watches {
         edge.open_watches.fetch_sub(1, Ordering::SeqCst);
         return Err(HttpError {
             status: StatusCode::SERVICE_UNAVAILABLE,
@@ -210,28 +234,30 @@ async fn watch_inner(edge: &Arc<Edge>, headers: &HeaderMap, body: Body) -> Resul
     edge.metrics.client_watches.add(1);
     let (subscription, receiver) = Subscription::join(edge, keys);
     let first = subscription.shared.full_frame();
-    let keepalive = edge.config.keepalive_interval;
+    let keepalive = net.keepalive_interval;
+    let stopping = edge.stopping.clone();
     let stream = futures_util::stream::unfold(
-        (subscription, receiver, first),
-        move |(subscription, mut receiver, mut first)| async move {
-            if let Some(frame) = first.take() {
-                return Some((Ok::<_, Infallible>(frame), (subscription, receiver, first)));
+        (subscription, receiver, first, per_connection),
+        move |(subscription, mut receiver, mut first, slot)| {
+            let stopping = stopping.clone();
+            async move {
+                if let Some(frame) = first.take() {
+                    return Some((Ok::<_, Infallible>(frame), (subscription, receiver, first, slot)));
+                }
+                let frame = tokio::select! {
+                    () = stopping.cancelled() => return None,
+                    received = receiver.recv() => match received {
+                        Ok(frame) => frame,
+                        // Fallen behind: the whole state says everything the skipped frames did.
+                        Err(broadcast::error::RecvError::Lagged(_)) => {
+                            subscription.shared.full_frame().unwrap_or_else(|| Bytes::from_static(&PING))
+                        }
+                        Err(broadcast::error::RecvError::Closed) => return None,
+                    },
+                    () = tokio::time::sleep(keepalive) => Bytes::from_static(&PING),
+                };
+                Some((Ok(frame), (subscription, receiver, first, slot)))
             }
-            if subscription.edge.shutting_down.load(Ordering::SeqCst) {
-                return None;
-            }
-            let frame = tokio::select! {
-                received = receiver.recv() => match received {
-                    Ok(frame) => frame,
-                    // Fallen behind: the whole state says everything the skipped frames did.
-                    Err(broadcast::error::RecvError::Lagged(_)) => {
-                        subscription.shared.full_frame().unwrap_or_else(|| Bytes::from_static(&PING))
-                    }
-                    Err(broadcast::error::RecvError::Closed) => return None,
-                },
-                () = tokio::time::sleep(keepalive) => Bytes::from_static(&PING),
-            };
-            Some((Ok(frame), (subscription, receiver, first)))
         },
     );
     Ok(([(header::CONTENT_TYPE, "application/octet-stream")], Body::from_stream(stream)).into_response())

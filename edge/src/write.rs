@@ -8,14 +8,17 @@ use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::Response;
 use stampkv_proto as proto;
-use stampkv_server::request::{check_data_path, decode, protobuf, read_limited};
+use stampkv_server::request::{check_data_path, checked_body, decode, protobuf};
 use std::sync::Arc;
 
 /// `POST /v2/atomic_write` (and `/eventual/atomic_write`).
 pub(crate) async fn atomic_write(State(edge): State<Arc<Edge>>, headers: HeaderMap, body: Body) -> Response {
     let result = async {
-        check_data_path(&edge.config.access_token, &edge.database_id, &headers)?;
-        let request: proto::AtomicWrite = decode(&read_limited(body, edge.config.max_body_bytes).await?)?;
+        let net = &edge.config.net;
+        let checked = check_data_path(&net.access_token, &edge.database_id, &headers);
+        let (_, body) =
+            checked_body(checked, &headers, body, net.max_body_bytes, net.body_read_timeout).await?;
+        let request: proto::AtomicWrite = decode(&body)?;
         edge.metrics.upstream_writes.add(1);
         let output = edge.upstream.atomic_write_raw(&request).await.map_err(|e| upstream_error(&edge, &e))?;
         if output.status == proto::AW_SUCCESS {

@@ -51,4 +51,4 @@ pub use list::{Consistency, ListIter, ListOptions, Selector};
 pub use queue::{EnqueueOptions, ListenOptions, QueueListener, QueueMessage, DEFAULT_BACKOFF_MS};
 pub use value::{KvValue, SumError, Value, ValueError};
 pub use versionstamp::{InvalidVersionstamp, Versionstamp};
-pub use watch::Watch;
+pub use watch::{Watch, WatchPoll};

@@ -26,20 +26,42 @@ struct Signal {
     closed: bool,
 }
 
+/// A callback run when a watch is marked (see [`Watch::set_waker`]).
+type Waker = Arc<dyn Fn() + Send + Sync>;
+
 /// What a watch waits on.
 #[derive(Default)]
 struct Waiter {
     signal: Mutex<Signal>,
     cv: Condvar,
+    waker: Mutex<Option<Waker>>,
 }
 
 impl Waiter {
     fn mark(&self, close: bool) {
-        let mut signal = self.signal.lock();
-        signal.dirty = true;
-        signal.closed |= close;
-        self.cv.notify_all();
+        {
+            let mut signal = self.signal.lock();
+            signal.dirty = true;
+            signal.closed |= close;
+            self.cv.notify_all();
+        }
+        let waker = self.waker.lock().clone();
+        if let Some(waker) = waker {
+            waker();
+        }
     }
+}
+
+/// What [`Watch::poll`] found.
+#[derive(Debug)]
+pub enum WatchPoll {
+    /// The keys' states (one snapshot, in the order of the keys) differ from the last ones
+    /// returned, or this is the first poll.
+    Changed(Vec<KvEntryMaybe<KvValue>>),
+    /// Nothing new: wait for the waker or for [`Watch::next_expiry_in`].
+    Pending,
+    /// The database closed: the watch has ended.
+    Closed,
 }
 
 #[derive(Default)]
@@ -198,6 +220,46 @@ impl Watch {
                 None => self.waiter.cv.wait(&mut signal),
             }
         }
+    }
+
+    /// Registers `waker`, called every time a commit writes one of the watched keys or the
+    /// database closes, on the thread that did it: it must be quick and must not block (an
+    /// async runtime's notify, for example). Then [`Watch::poll`] tells what changed. A mark
+    /// that came before the waker was set is not lost: the next poll sees it.
+    pub fn set_waker(&self, waker: impl Fn() + Send + Sync + 'static) {
+        *self.waiter.waker.lock() = Some(Arc::new(waker));
+    }
+
+    /// Looks without blocking for waiting: the first poll reads every key; later ones read
+    /// again only after a mark (a commit to one of the keys) or when an expiry came due, and
+    /// report [`WatchPoll::Changed`] only if a versionstamp differs from the last report.
+    /// A read is a blocking engine call (a few point lookups from one snapshot).
+    pub fn poll(&mut self) -> Result<WatchPoll, KvError> {
+        let marked = {
+            let mut signal = self.waiter.signal.lock();
+            if signal.closed {
+                return Ok(WatchPoll::Closed);
+            }
+            std::mem::take(&mut signal.dirty)
+        };
+        let due = self.next_expiry_ms.is_some_and(|at| self.kv.inner.db.clock().now_ms() >= at);
+        if self.last.is_some() && !marked && !due {
+            return Ok(WatchPoll::Pending);
+        }
+        let entries = self.read()?;
+        let stamps: Vec<Option<Versionstamp>> = entries.iter().map(|e| e.versionstamp).collect();
+        if self.last.as_ref() == Some(&stamps) {
+            return Ok(WatchPoll::Pending);
+        }
+        self.last = Some(stamps);
+        Ok(WatchPoll::Changed(entries))
+    }
+
+    /// How long until the earliest expiry among the entries last read comes due on the
+    /// database's clock (zero if it is due), or `None` if none of them expires.
+    pub fn next_expiry_in(&self) -> Option<Duration> {
+        let at = self.next_expiry_ms?;
+        Some(Duration::from_millis(at.saturating_sub(self.kv.inner.db.clock().now_ms())))
     }
 
     /// The next state, waiting at most `timeout`; `None` on timeout or when the database

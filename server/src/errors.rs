@@ -1,7 +1,7 @@
 //! Error answers (status and plain-text body), the mapping from database errors, and the
 //! bridge that runs blocking database calls off the async runtime.
 
-use crate::log::log;
+use crate::service::Server;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use stampkv::KvError;
@@ -50,7 +50,7 @@ pub(crate) fn kv_error(e: KvError) -> HttpError {
     match e {
         KvError::Closed => unavailable(),
         KvError::Engine(e) => {
-            log("error", "engine error", &format!("error={:?}", e.to_string()));
+            tracing::error!(error = %e, "engine error");
             HttpError { status: StatusCode::INTERNAL_SERVER_ERROR, text: "Internal server error.".into() }
         }
         KvError::TooManyChecks { .. } => bad("Too many checks included in atomic write."),
@@ -62,18 +62,29 @@ pub(crate) fn kv_error(e: KvError) -> HttpError {
         KvError::TotalMutationSizeTooLarge { .. } | KvError::TotalKeySizeTooLarge { .. } => {
             bad("The total size of the atomic write is too large.")
         }
+        KvError::TooManyWatchedKeys { .. } => bad(crate::watch::TOO_MANY_WATCHED_KEYS),
         other => bad(other.to_string()),
     }
 }
 
-/// Runs a blocking database call off the async runtime.
+/// Runs a blocking database call off the async runtime, when one of the server's turns
+/// for blocking work is free (at most `max_blocking` run at once; the rest wait).
 pub(crate) async fn blocking<T: Send + 'static>(
+    server: &Server,
     f: impl FnOnce() -> Result<T, HttpError> + Send + 'static,
 ) -> Result<T, HttpError> {
-    match tokio::task::spawn_blocking(f).await {
+    let Ok(turn) = server.blocking.clone().acquire_owned().await else {
+        return Err(unavailable());
+    };
+    let result = tokio::task::spawn_blocking(move || {
+        let _turn = turn;
+        f()
+    })
+    .await;
+    match result {
         Ok(result) => result,
         Err(e) => {
-            log("error", "blocking task failed", &format!("error={:?}", e.to_string()));
+            tracing::error!(error = %e, "blocking task failed");
             Err(HttpError {
                 status: StatusCode::INTERNAL_SERVER_ERROR,
                 text: "Internal server error.".into(),

@@ -1,22 +1,30 @@
-//! The routes and the accept loop: HTTP/1.1 and HTTP/2 on one listener, graceful shutdown.
+//! The routes and the accept loop: HTTP/1.1 and HTTP/2 on one listener, a bounded table of
+//! connections with idle timeouts, accept errors backed off, and a graceful shutdown with
+//! a time limit.
 
+use crate::config::NetConfig;
+use crate::connections::{Connection, ConnectionTable};
 use crate::errors::HttpError;
-use crate::log::log;
+use crate::request::check_token;
 use crate::service::Server;
 use crate::{metadata, read, watch, write};
-use axum::extract::State;
-use axum::http::header;
-use axum::http::StatusCode;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
+use http_body_util::BodyExt;
 use std::future::Future;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
-use tokio::net::TcpListener;
+use std::time::{Duration, Instant};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tower::ServiceExt;
 
-/// The routes: `POST /`, `POST /v2/{snapshot_read,atomic_write,watch}`, `GET /metrics`.
+/// The routes: `POST /`, `POST /v2/{snapshot_read,atomic_write,watch}`, `GET /metrics`
+/// (with the bearer token).
 pub fn router(server: Arc<Server>) -> Router {
     Router::new()
         .route("/", post(metadata::metadata))
@@ -25,86 +33,220 @@ pub fn router(server: Arc<Server>) -> Router {
         .route("/v2/watch", post(watch::watch))
         .route("/metrics", get(metrics))
         .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .with_state(server)
 }
 
-async fn not_found() -> HttpError {
+/// The routes of the optional metrics-only listener (`--metrics-addr`): `GET /metrics`
+/// without a token, meant for an address only operators reach.
+pub fn metrics_router(server: Arc<Server>) -> Router {
+    Router::new().route("/metrics", get(open_metrics)).fallback(not_found).with_state(server)
+}
+
+/// The 404 answer of every front end.
+pub async fn not_found() -> HttpError {
     HttpError { status: StatusCode::NOT_FOUND, text: "Resource not found.".into() }
 }
 
+/// The 405 answer of every front end.
+pub async fn method_not_allowed() -> HttpError {
+    HttpError { status: StatusCode::METHOD_NOT_ALLOWED, text: "Method not allowed.".into() }
+}
+
 /// Serves `server` on `listener` until `shutdown` resolves; then ends the watch streams,
-/// lets in-flight requests finish (at most 30 s) and returns. The caller closes the database.
+/// lets in-flight requests finish (at most the configured grace) and returns. The caller
+/// closes the database.
 pub async fn serve(
     listener: TcpListener,
     server: Arc<Server>,
     shutdown: impl Future<Output = ()> + Send,
 ) -> std::io::Result<()> {
     let app = router(server.clone());
-    let stopping = server.clone();
-    serve_router(
-        listener,
-        app,
-        server.config.header_read_timeout,
-        move || stopping.begin_shutdown(),
-        shutdown,
-    )
-    .await
+    serve_router(listener, app, &server.config.net, server.stopping.clone(), shutdown).await
 }
 
-/// Serves `app` on `listener` (HTTP/1.1 and HTTP/2 without TLS, `TCP_NODELAY`) until
-/// `shutdown` resolves; then calls `on_shutdown` (to end long streams), lets in-flight
-/// requests finish (at most 30 s) and returns.
+/// Serves `app` on `listener` (HTTP/1.1 and HTTP/2 without TLS, `TCP_NODELAY`) with the
+/// limits of `net` until `shutdown` resolves; then cancels `stopping` (long streams watch
+/// it and end), asks every connection to close, waits at most `net.shutdown_grace` for
+/// them and returns.
 pub async fn serve_router(
     listener: TcpListener,
     app: Router,
-    header_read_timeout: Duration,
-    on_shutdown: impl FnOnce(),
+    net: &NetConfig,
+    stopping: CancellationToken,
     shutdown: impl Future<Output = ()> + Send,
 ) -> std::io::Result<()> {
-    use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
-    // HTTP/1.1 and HTTP/2 (Deno's client speaks HTTP/2 without TLS, with prior knowledge).
-    let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-    builder.http1().timer(TokioTimer::new()).header_read_timeout(header_read_timeout);
-    builder.http2().timer(TokioTimer::new());
+    let table = Arc::new(ConnectionTable::new(net.max_connections));
+    let tracker = TaskTracker::new();
+    let hard_stop = CancellationToken::new();
+    let builder = connection_builder(net);
+    let mut sweep = tokio::time::interval(Duration::from_millis(250));
+    sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut accept_errors = AcceptErrors::default();
+    let mut refused: u64 = 0;
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
-            accepted = listener.accept() => {
-                let stream = match accepted {
-                    Ok((stream, _)) => {
-                        // Small frames (a 100-byte answer) go out at once, not after an ACK.
-                        let _ = stream.set_nodelay(true);
-                        stream
-                    }
-                    Err(e) => {
-                        log("warn", "accept failed", &format!("error={:?}", e.to_string()));
-                        tokio::time::sleep(Duration::from_millis(50)).await;
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    accept_errors.recovered();
+                    let Ok(connection) = table.admit() else {
+                        refused += 1;
+                        if refused.is_power_of_two() {
+                            tracing::warn!(refused, "every connection is busy; refusing new connections");
+                        }
+                        drop(stream);
                         continue;
-                    }
-                };
-                let service = hyper_util::service::TowerToHyperService::new(app.clone());
-                let builder = builder.clone();
-                let watcher = graceful.watcher();
-                tokio::spawn(async move {
-                    let connection = builder.serve_connection(TokioIo::new(stream), service);
-                    let _ = watcher.watch(connection.into_owned()).await;
-                });
+                    };
+                    // Small frames (a 100-byte answer) go out at once, not after an ACK.
+                    let _ = stream.set_nodelay(true);
+                    tracker.spawn(run_connection(
+                        stream,
+                        builder.clone(),
+                        app.clone(),
+                        connection,
+                        table.clone(),
+                        hard_stop.clone(),
+                    ));
+                }
+                Err(e) => {
+                    let pause = accept_errors.failed(&e);
+                    tokio::time::sleep(pause).await;
+                }
+            },
+            _ = sweep.tick() => {
+                table.close_idle(net.idle_timeout, net.header_read_timeout);
             }
             () = &mut shutdown => break,
         }
     }
     drop(listener);
-    on_shutdown();
-    if tokio::time::timeout(Duration::from_secs(30), graceful.shutdown()).await.is_err() {
-        log("warn", "connections still open after 30 s; stopping anyway", "");
+    stopping.cancel();
+    table.close_all();
+    tracker.close();
+    if tokio::time::timeout(net.shutdown_grace, tracker.wait()).await.is_err() {
+        tracing::warn!(
+            open = table.len(),
+            grace_ms = u64::try_from(net.shutdown_grace.as_millis()).unwrap_or(u64::MAX),
+            "connections still open after the grace period; closing them"
+        );
+        hard_stop.cancel();
+        let _ = tokio::time::timeout(Duration::from_secs(1), tracker.wait()).await;
     }
     Ok(())
 }
 
-async fn metrics(State(server): State<Arc<Server>>) -> Response {
+type ConnectionBuilder = hyper_util::server::conn::auto::Builder<hyper_util::rt::TokioExecutor>;
+
+fn connection_builder(net: &NetConfig) -> ConnectionBuilder {
+    use hyper_util::rt::{TokioExecutor, TokioTimer};
+    // HTTP/1.1 and HTTP/2 (Deno's client speaks HTTP/2 without TLS, with prior knowledge).
+    let mut builder = ConnectionBuilder::new(TokioExecutor::new());
+    builder.http1().timer(TokioTimer::new()).header_read_timeout(net.header_read_timeout);
+    let streams = u32::try_from(net.max_watches_per_connection.saturating_add(128)).unwrap_or(u32::MAX);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(streams)
+        // A peer that stops answering pings is gone: its streams (watches) end.
+        .keep_alive_interval(Some(Duration::from_secs(20)))
+        .keep_alive_timeout(Duration::from_secs(20));
+    builder
+}
+
+/// Serves one connection until it ends, is told to close (idle, evicted, shutdown: then it
+/// finishes what is in flight), or the server stops hard.
+async fn run_connection(
+    stream: TcpStream,
+    builder: ConnectionBuilder,
+    app: Router,
+    connection: Arc<Connection>,
+    table: Arc<ConnectionTable>,
+    hard_stop: CancellationToken,
+) {
+    let service = {
+        let connection = connection.clone();
+        hyper::service::service_fn(move |mut request: hyper::Request<hyper::body::Incoming>| {
+            let guard = connection.begin_request();
+            request.extensions_mut().insert(connection.clone());
+            let answer = app.clone().oneshot(request);
+            async move {
+                let response = answer.await?;
+                // The request stays in flight until its answer's body is sent or dropped.
+                Ok::<_, std::convert::Infallible>(response.map(|body| {
+                    Body::new(body.map_frame(move |frame| {
+                        let _in_flight = &guard;
+                        frame
+                    }))
+                }))
+            }
+        })
+    };
+    let served = builder.serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+    tokio::pin!(served);
+    tokio::select! {
+        _ = served.as_mut() => {}
+        () = connection.closing() => {
+            served.as_mut().graceful_shutdown();
+            tokio::select! {
+                _ = served.as_mut() => {}
+                () = hard_stop.cancelled() => {}
+            }
+        }
+        () = hard_stop.cancelled() => {}
+    }
+    table.remove(&connection);
+}
+
+/// Accept failures (out of file descriptors, mostly): backed off, and logged once per
+/// burst instead of once per attempt.
+#[derive(Debug, Default)]
+struct AcceptErrors {
+    failing_since: Option<Instant>,
+    failures: u64,
+    last_logged: Option<Instant>,
+}
+
+impl AcceptErrors {
+    /// Counts a failure; returns how long to pause before the next accept.
+    fn failed(&mut self, error: &std::io::Error) -> Duration {
+        let now = Instant::now();
+        self.failing_since.get_or_insert(now);
+        self.failures += 1;
+        if self.last_logged.is_none_or(|t| now.duration_since(t) >= Duration::from_secs(10)) {
+            tracing::warn!(error = %error, failures = self.failures, "accept failed; backing off");
+            self.last_logged = Some(now);
+        }
+        // 10 ms, doubling to 1 s.
+        let exponent = u32::try_from(self.failures.min(7)).unwrap_or(7);
+        Duration::from_millis(10u64.saturating_mul(1 << exponent)).min(Duration::from_secs(1))
+    }
+
+    fn recovered(&mut self) {
+        if let Some(since) = self.failing_since.take() {
+            tracing::info!(
+                failures = self.failures,
+                ms = u64::try_from(since.elapsed().as_millis()).unwrap_or(u64::MAX),
+                "accepting connections again"
+            );
+            self.failures = 0;
+            self.last_logged = None;
+        }
+    }
+}
+
+/// `GET /metrics` on the main address: needs the bearer token.
+async fn metrics(State(server): State<Arc<Server>>, headers: HeaderMap, _request: Request) -> Response {
+    if let Err(e) = check_token(&server.config.net.access_token, &headers) {
+        server.metrics.request("metrics", e.status.as_u16());
+        return e.into_response();
+    }
+    open_metrics(State(server)).await
+}
+
+async fn open_metrics(State(server): State<Arc<Server>>) -> Response {
     let stats = server.kv.engine().stats();
-    let text = server.metrics.render(server.open_watches.load(Ordering::Relaxed), &stats);
+    let text = server.metrics.render(server.watches.open(), &stats);
     server.metrics.request("metrics", 200);
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }

@@ -1,7 +1,7 @@
 //! The metadata exchange (`POST /`): version negotiation, database id, endpoints, expiry.
 
 use crate::errors::{bad, HttpError};
-use crate::request::{authorize, read_body, record};
+use crate::request::{metadata_request, record};
 use crate::service::Server;
 use axum::body::Body;
 use axum::extract::State;
@@ -16,27 +16,38 @@ pub(crate) async fn metadata(State(server): State<Arc<Server>>, headers: HeaderM
 }
 
 async fn metadata_inner(server: &Server, headers: &HeaderMap, body: Body) -> Result<Response, HttpError> {
-    authorize(server, headers)?;
-    let body = read_body(server, body).await?;
+    let body = metadata_request(server, headers, body).await?;
     let version = negotiate_version(&body)?;
-    let url = if version == 1 {
-        let host = headers
-            .get(header::HOST)
-            .and_then(|h| h.to_str().ok())
-            .ok_or_else(|| bad("Protocol version 1 needs a host header."))?;
-        format!("http://{host}/v2")
-    } else {
-        "/v2".to_string()
-    };
+    let url = if version == 1 { format!("http://{}/v2", version1_host(headers)?) } else { "/v2".to_string() };
     let expires_at = SystemTime::now() + Duration::from_secs(24 * 3600);
     let body = serde_json::json!({
         "version": version,
         "databaseId": server.database_id,
         "endpoints": [{ "url": url, "consistency": "strong" }],
-        "token": server.config.access_token,
+        "token": server.config.net.access_token,
         "expiresAt": rfc3339(expires_at),
     });
     Ok(([(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response())
+}
+
+/// The host of a protocol-1 endpoint URL, from the `Host` header: it must be a plain
+/// authority (a host name or address and an optional port, no user info, path or spaces),
+/// so that the URL handed back cannot point anywhere the client did not ask for.
+pub fn version1_host(headers: &HeaderMap) -> Result<String, HttpError> {
+    let host = headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .ok_or_else(|| bad("Protocol version 1 needs a host header."))?;
+    let authority: axum::http::uri::Authority =
+        host.parse().map_err(|_| bad("The host header is not a valid host name and port."))?;
+    let plain = authority.as_str().len() == host.len()
+        && !host.contains('@')
+        && !authority.host().is_empty()
+        && host.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':' | '[' | ']' | '_'));
+    if !plain {
+        return Err(bad("The host header is not a valid host name and port."));
+    }
+    Ok(authority.as_str().to_string())
 }
 
 /// Picks the protocol version for a metadata exchange request body
@@ -87,6 +98,21 @@ pub fn rfc3339(time: SystemTime) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn version1_hosts_must_be_plain_authorities() {
+        let host = |value: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(header::HOST, value.parse().unwrap_or(axum::http::HeaderValue::from_static("x")));
+            version1_host(&headers).map_err(|e| e.text)
+        };
+        assert_eq!(host("127.0.0.1:4512").as_deref(), Ok("127.0.0.1:4512"));
+        assert_eq!(host("[::1]:80").as_deref(), Ok("[::1]:80"));
+        assert_eq!(host("kv.example").as_deref(), Ok("kv.example"));
+        for bad_host in ["user@evil.example", "evil.example/x", "a b", "evil.example?x", ""] {
+            assert!(host(bad_host).is_err(), "{bad_host:?} is refused");
+        }
+    }
 
     #[test]
     fn rfc3339_formats_utc() {

@@ -10,10 +10,17 @@ use axum::body::{Body, Bytes};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use prost::Message;
+use std::time::Duration;
 
-/// Checks `authorization: Bearer <token>` in constant time.
-pub(crate) fn authorize(server: &Server, headers: &HeaderMap) -> Result<(), HttpError> {
-    check_token(&server.config.access_token, headers)
+/// A metadata request of this server (token checked): its body.
+pub(crate) async fn metadata_request(
+    server: &Server,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<Bytes, HttpError> {
+    let net = &server.config.net;
+    let checked = check_token(&net.access_token, headers);
+    Ok(checked_body(checked, headers, body, net.max_body_bytes, net.body_read_timeout).await?.1)
 }
 
 /// Checks that `headers` carry `authorization: Bearer <expected>` (compared in constant time):
@@ -43,17 +50,74 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     diff == 0
 }
 
-/// Reads the body, at most `max_body_bytes` (413 beyond).
-pub(crate) async fn read_body(server: &Server, body: Body) -> Result<Bytes, HttpError> {
-    read_limited(body, server.config.max_body_bytes).await
-}
-
-/// Reads a request body of at most `max` bytes: 413 beyond.
-pub async fn read_limited(body: Body, max: usize) -> Result<Bytes, HttpError> {
-    axum::body::to_bytes(body, max).await.map_err(|_| HttpError {
+/// Reads a request body of at most `max` bytes within `timeout`: 413 when `Content-Length`
+/// says more (before anything is read) or the body grows beyond `max`, 408 when it does
+/// not arrive in time, 400 when it is malformed (a broken chunked encoding, a body shorter
+/// than its `Content-Length`).
+pub async fn read_limited(
+    headers: &HeaderMap,
+    body: Body,
+    max: usize,
+    timeout: Duration,
+) -> Result<Bytes, HttpError> {
+    let too_large = || HttpError {
         status: StatusCode::PAYLOAD_TOO_LARGE,
         text: format!("The request body is too large (max {max} bytes)."),
-    })
+    };
+    if let Some(length) = headers.get(header::CONTENT_LENGTH) {
+        let length = length.to_str().ok().and_then(|l| l.trim().parse::<u64>().ok());
+        match length {
+            Some(length) if length > u64::try_from(max).unwrap_or(u64::MAX) => return Err(too_large()),
+            Some(_) => {}
+            None => return Err(bad("The Content-Length header is invalid.")),
+        }
+    }
+    let read = http_body_util::BodyExt::collect(http_body_util::Limited::new(body, max));
+    match tokio::time::timeout(timeout, read).await {
+        Err(_) => Err(HttpError {
+            status: StatusCode::REQUEST_TIMEOUT,
+            text: format!("The request body did not arrive within {} ms.", timeout.as_millis()),
+        }),
+        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => Err(too_large()),
+        Ok(Err(e)) => Err(bad(format!("The request body could not be read: {e}."))),
+    }
+}
+
+/// The body of a request whose headers passed `checked` (read with `max` and `timeout` as
+/// [`read_limited`] does), or `checked`'s error once the refused request's body has been
+/// drained, so that a 401 or 400 leaves a keep-alive connection usable.
+pub async fn checked_body<T>(
+    checked: Result<T, HttpError>,
+    headers: &HeaderMap,
+    body: Body,
+    max: usize,
+    timeout: Duration,
+) -> Result<(T, Bytes), HttpError> {
+    match checked {
+        Ok(value) => Ok((value, read_limited(headers, body, max, timeout).await?)),
+        Err(e) => {
+            drain(headers, body).await;
+            Err(e)
+        }
+    }
+}
+
+/// A data path request of this server: its protocol version and its body.
+pub(crate) async fn data_request(
+    server: &Server,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<(u8, Bytes), HttpError> {
+    let net = &server.config.net;
+    checked_body(data_path(server, headers), headers, body, net.max_body_bytes, net.body_read_timeout).await
+}
+
+/// Reads and discards what is left of a refused request's body (at most 64 KiB, for at
+/// most a second), so that an HTTP/1.1 connection stays usable for the next request.
+/// A larger or slower body is left: the connection then closes after the answer.
+pub async fn drain(headers: &HeaderMap, body: Body) {
+    let _ = read_limited(headers, body, 64 << 10, Duration::from_secs(1)).await;
 }
 
 pub(crate) fn record(server: &Server, kind: &'static str, result: Result<Response, HttpError>) -> Response {
@@ -64,7 +128,7 @@ pub(crate) fn record(server: &Server, kind: &'static str, result: Result<Respons
 
 /// Checks the data path headers; returns the protocol version (1, 2 or 3).
 pub(crate) fn data_path(server: &Server, headers: &HeaderMap) -> Result<u8, HttpError> {
-    check_data_path(&server.config.access_token, &server.database_id, headers)
+    check_data_path(&server.config.net.access_token, &server.database_id, headers)
 }
 
 /// Checks a data path request's token, protocol version header and database id; returns
@@ -75,8 +139,11 @@ pub fn check_data_path(token: &str, database_id: &str, headers: &HeaderMap) -> R
     let (version, id) = match (header("x-denokv-version"), header("x-transaction-domain-id")) {
         (Some("2"), _) => (2, header("x-denokv-database-id")),
         (Some("3"), _) => (3, header("x-denokv-database-id")),
-        (Some(_), _) => {
-            return Err(bad("Unsupported protocol version: the server speaks versions 1, 2 and 3."))
+        (Some(other), _) => {
+            return Err(bad(format!(
+                "Unsupported protocol version {other:?} in x-denokv-version: this server takes 2 or 3 there \
+                 (protocol version 1 sends no x-denokv-version header)."
+            )))
         }
         (None, Some(id)) => (1, Some(id)),
         (None, None) => return Err(bad("Missing x-denokv-version header.")),
@@ -87,11 +154,10 @@ pub fn check_data_path(token: &str, database_id: &str, headers: &HeaderMap) -> R
     Ok(version)
 }
 
-/// Decodes a protobuf request body; an empty or undecodable body is a 400.
+/// Decodes a protobuf request body; an undecodable body is a 400. An empty body is the
+/// message with every field at its default (what an empty `getMany`, `atomic().commit()`
+/// or `watch` encodes to), as protobuf says.
 pub fn decode<M: Message + Default>(body: &[u8]) -> Result<M, HttpError> {
-    if body.is_empty() {
-        return Err(bad("The request body is empty."));
-    }
     M::decode(body).map_err(|e| bad(format!("The request body is not a valid protobuf message: {e}")))
 }
 

@@ -2,7 +2,7 @@
 
 use crate::errors::{bad, blocking, kv_error, HttpError};
 use crate::proto;
-use crate::request::{data_path, decode, protobuf, read_body, record};
+use crate::request::{data_request, decode, protobuf, record};
 use crate::service::Server;
 use axum::body::Body;
 use axum::extract::State;
@@ -140,12 +140,12 @@ async fn atomic_write_inner(
     headers: &HeaderMap,
     body: Body,
 ) -> Result<Response, HttpError> {
-    data_path(server, headers)?;
-    let request: proto::AtomicWrite = decode(&read_body(server, body).await?)?;
+    let (_, body) = data_request(server, headers, body).await?;
+    let request: proto::AtomicWrite = decode(&body)?;
     let write = decode_write(request, &server.kv)?;
     let kv = server.kv.clone();
     let started = Instant::now();
-    let output = blocking(move || commit(&kv, write)).await;
+    let output = blocking(server, move || commit(&kv, write)).await;
     server.metrics.commit(started.elapsed());
     Ok(protobuf(&output?))
 }

@@ -247,8 +247,13 @@ async fn data_path_headers_are_checked() {
         ("x-denokv-database-id", r.server.database_id()),
     ];
     let bad_version = request(&r.addr, "POST", "/v2/snapshot_read", &headers, &body).await;
-    assert_error(bad_version, 400, "Unsupported protocol version: the server speaks versions 1, 2 and 3.")
-        .await;
+    assert_error(
+        bad_version,
+        400,
+        "Unsupported protocol version \"7\" in x-denokv-version: this server takes 2 or 3 there \
+         (protocol version 1 sends no x-denokv-version header).",
+    )
+    .await;
     // Version 1: the database id travels in x-transaction-domain-id.
     let headers = [("authorization", auth.as_str()), ("x-transaction-domain-id", r.server.database_id())];
     let v1 = request(&r.addr, "POST", "/v2/snapshot_read", &headers, &body).await;
@@ -264,7 +269,22 @@ async fn data_path_headers_are_checked() {
 #[tokio::test]
 async fn snapshot_read_bad_input() {
     let r = start().await;
-    assert_error(call(&r, "snapshot_read", b"").await, 400, "The request body is empty.").await;
+    // An empty body is an empty message (Deno's `getMany([])`): no ranges, no entries.
+    let empty = call(&r, "snapshot_read", b"").await;
+    assert_eq!(empty.status, 200, "{}", empty.text());
+    let output = proto::SnapshotReadOutput::decode(empty.body.as_slice()).unwrap();
+    assert!(output.ranges.is_empty());
+    // Deno refuses more than 1000 entries in one read, all ranges together.
+    let body = proto::SnapshotRead { ranges: vec![range(KEY_A, KEY_B, 1000), range(KEY_A, KEY_B, 1)] }
+        .encode_to_vec();
+    assert_error(
+        call(&r, "snapshot_read", &body).await,
+        400,
+        "The read range limits of the snapshot read request add up to 1001 entries (max 1000).",
+    )
+    .await;
+    let body = proto::SnapshotRead { ranges: vec![range(KEY_A, KEY_B, 100); 10] }.encode_to_vec();
+    assert_eq!(call(&r, "snapshot_read", &body).await.status, 200);
     let garbage = call(&r, "snapshot_read", &[0xff, 0xff, 0xff]).await;
     assert_eq!(garbage.status, 400);
     assert!(
@@ -344,7 +364,7 @@ async fn reads_never_reach_the_reserved_key_space() {
         .enqueue(&Value::Null, EnqueueOptions { delay: Duration::from_secs(3600), ..Default::default() })
         .unwrap();
     let output =
-        read(&r, vec![range(&[], &[0xff, 0xff, 0xff], 1000), range(&[0xff], &[0xff, 0xff], 1000)]).await;
+        read(&r, vec![range(&[], &[0xff, 0xff, 0xff], 500), range(&[0xff], &[0xff, 0xff], 500)]).await;
     assert!(output.ranges[0].values.is_empty());
     assert!(output.ranges[1].values.is_empty());
 }
@@ -353,7 +373,12 @@ async fn reads_never_reach_the_reserved_key_space() {
 async fn atomic_write_bad_input_writes_nothing() {
     let r = start().await;
     let check = proto::Check { key: KEY_A.to_vec(), versionstamp: Vec::new() };
-    assert_error(call(&r, "atomic_write", b"").await, 400, "The request body is empty.").await;
+    // An empty body is an empty atomic operation (Deno's `atomic().commit()` with nothing in
+    // it): it commits, with a new versionstamp.
+    let first = commit(&r, Vec::new()).await;
+    let second = commit(&r, Vec::new()).await;
+    assert_eq!((first.status, second.status), (proto::AW_SUCCESS, proto::AW_SUCCESS));
+    assert!(second.versionstamp > first.versionstamp, "{first:?} then {second:?}");
     let cases: Vec<(Vec<u8>, &str)> = vec![
         (write(vec![check.clone(); 101], vec![]), "Too many checks included in atomic write."),
         (
@@ -518,7 +543,7 @@ async fn checks_mutation_kinds_and_expiry() {
 #[tokio::test]
 async fn oversized_bodies_get_413() {
     let mut config = Config::new(TOKEN);
-    config.max_body_bytes = 1024;
+    config.net.max_body_bytes = 1024;
     let r = start_with(config).await;
     let reply = call(
         &r,
@@ -610,8 +635,8 @@ impl Frames {
 #[tokio::test]
 async fn watch_streams_changes_and_pings() {
     let mut config = Config::new(TOKEN);
-    config.keepalive_interval = Duration::from_millis(300);
-    config.max_watches = 1;
+    config.net.keepalive_interval = Duration::from_millis(300);
+    config.net.max_watches = 1;
     let r = start_with(config).await;
     let v2 = Frames::open(&r, "2", &[KEY_A]).await.err().unwrap();
     assert_error(v2, 400, "Watch needs protocol version 3.").await;
@@ -627,11 +652,16 @@ async fn watch_streams_changes_and_pings() {
     assert_eq!(ping, vec![0, 0, 0, 0]);
     let out = commit(&r, write(vec![], vec![set(KEY_B, u64_value(9))])).await;
     let change = frames.frame().await.unwrap();
-    assert!(!change.keys[0].changed);
+    // Every frame carries the whole state: Deno's client reads a key without an entry as
+    // absent, even when it is marked unchanged.
+    assert!(change.keys[0].changed && change.keys[0].entry_if_changed.is_none());
     assert!(change.keys[1].changed);
     let entry = change.keys[1].entry_if_changed.as_ref().unwrap();
     assert_eq!((entry.key.as_slice(), entry.versionstamp.clone()), (KEY_B, out.versionstamp));
-    let metrics = request(&r.addr, "GET", "/metrics", &[], b"").await.text();
+    let refused = request(&r.addr, "GET", "/metrics", &[], b"").await;
+    assert_error(refused, 401, "Malformed authorization header.").await;
+    let auth = bearer();
+    let metrics = request(&r.addr, "GET", "/metrics", &[("authorization", auth.as_str())], b"").await.text();
     assert!(metrics.contains("stampkv_open_watches 1"), "{metrics}");
     assert!(metrics.contains("stampkv_requests_total{kind=\"watch\",status=\"503\"} 1"), "{metrics}");
     assert!(metrics.contains("stampkv_commit_seconds_count 1"), "{metrics}");

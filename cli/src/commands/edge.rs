@@ -4,7 +4,7 @@
 use crate::error::CliError;
 use stampkv_client::RemoteError;
 use stampkv_edge::{serve, Edge, EdgeConfig, EdgeError};
-use stampkv_server::{database_id_for, log};
+use stampkv_server::database_id_for;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -45,6 +45,9 @@ pub struct EdgeArgs {
     /// Extra delay before every upstream request, standing in for WAN distance (testing).
     #[arg(long, default_value = "0ms", value_parser = parse_duration)]
     upstream_delay: Duration,
+    /// The network tier's limits.
+    #[command(flatten)]
+    net: super::serve::NetArgs,
 }
 
 /// Runs `stampkv edge` until SIGINT or SIGTERM.
@@ -53,11 +56,13 @@ pub fn run(args: EdgeArgs) -> Result<(), CliError> {
 }
 
 fn edge_until_signal(args: EdgeArgs) -> Result<(), String> {
+    stampkv_server::logging::init();
     let token = super::serve::required_token(args.access_token)?;
     if !(0.0..=1.0).contains(&args.refresh_ahead) {
         return Err(format!("--refresh-ahead must be between 0 and 1, not {}", args.refresh_ahead));
     }
-    let mut config = EdgeConfig::new(args.upstream.clone(), token);
+    let mut config = EdgeConfig::new(args.upstream.clone(), token.clone());
+    config.net = args.net.config(token);
     if let Some(upstream_token) = args.upstream_token {
         config.upstream_token = upstream_token;
     }
@@ -88,25 +93,17 @@ fn edge_until_signal(args: EdgeArgs) -> Result<(), String> {
             match attempt {
                 Ok(edge) => break edge,
                 Err(EdgeError::Upstream(e @ RemoteError::Unavailable { .. })) => {
-                    log(
-                        "warn",
-                        "upstream unreachable; retrying in 1 s",
-                        &format!("error={:?}", e.to_string()),
-                    );
+                    tracing::warn!(error = %e, "upstream unreachable; retrying in 1 s");
                     tokio::time::sleep(Duration::from_secs(1)).await;
                 }
                 Err(e) => return Err(format!("{}: {e}", args.upstream)),
             }
         };
-        log(
-            "info",
-            "listening",
-            &format!("addr={local} upstream={:?} database_id={}", args.upstream, edge.database_id()),
-        );
+        tracing::info!(addr = %local, upstream = ?args.upstream, database_id = edge.database_id(), "listening");
         serve(listener, edge, shutdown).await.map_err(|e| e.to_string())
     });
-    runtime.shutdown_timeout(Duration::from_secs(5));
-    log("info", "stopped", "");
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    tracing::info!("stopped");
     result
 }
 

@@ -5,7 +5,7 @@ use crate::error::CliError;
 use clap::ValueEnum;
 use stampkv::engine::SyncMode;
 use stampkv::{Kv, KvOptions};
-use stampkv_server::{database_id_for, log, serve, Config, Server};
+use stampkv_server::{database_id_for, metrics_router, serve, Config, NetConfig, Server};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -39,12 +39,86 @@ pub struct ServeArgs {
     /// Sync interval of `--sync periodic`, in milliseconds.
     #[arg(long, default_value_t = 100)]
     sync_interval_ms: u64,
-    /// Largest request body, in bytes.
+    /// Serve `GET /metrics` without a token on this address too (on the main address it
+    /// needs the token). Meant for an address only operators reach.
+    #[arg(long)]
+    metrics_addr: Option<SocketAddr>,
+    /// The network tier's limits.
+    #[command(flatten)]
+    net: NetArgs,
+}
+
+/// The limits of the network tier, the same for `stampkv serve` and `stampkv edge`.
+#[derive(Debug, clap::Args)]
+pub struct NetArgs {
+    /// Largest request body, in bytes (413 beyond, from Content-Length before reading).
     #[arg(long, default_value_t = 16 << 20)]
     max_body_bytes: usize,
-    /// Most watch streams open at once.
-    #[arg(long, default_value_t = 1024)]
+    /// Most connections open at once: at the cap a new connection closes the one idle the
+    /// longest, or is refused if every connection is busy.
+    #[arg(long, default_value_t = 4096)]
+    max_connections: usize,
+    /// A connection with no request in flight for this long is closed, in milliseconds.
+    #[arg(long, default_value_t = 60_000)]
+    idle_timeout_ms: u64,
+    /// How long a client may take to send a request's headers, in milliseconds.
+    #[arg(long, default_value_t = 10_000)]
+    header_timeout_ms: u64,
+    /// How long a client may take to send a request's body, in milliseconds (408 beyond).
+    #[arg(long, default_value_t = 30_000)]
+    body_timeout_ms: u64,
+    /// Most watch streams open at once, all clients together (503 beyond).
+    #[arg(long, default_value_t = 4096)]
     max_watches: usize,
+    /// Most watch streams one connection may hold (429 beyond).
+    #[arg(long, default_value_t = 256)]
+    max_watches_per_connection: usize,
+    /// After SIGTERM, how long in-flight requests may take before the process stops, in
+    /// milliseconds.
+    #[arg(long, default_value_t = 10_000)]
+    shutdown_grace_ms: u64,
+}
+
+impl NetArgs {
+    /// The network settings for `token`, with the connection cap lowered to what the
+    /// process's file descriptor limit allows (after raising that limit as far as it goes).
+    pub(crate) fn config(&self, token: String) -> NetConfig {
+        let mut net = NetConfig::new(token);
+        net.max_body_bytes = self.max_body_bytes;
+        net.max_connections = fd_bounded_connections(self.max_connections);
+        net.idle_timeout = Duration::from_millis(self.idle_timeout_ms);
+        net.header_read_timeout = Duration::from_millis(self.header_timeout_ms);
+        net.body_read_timeout = Duration::from_millis(self.body_timeout_ms);
+        net.max_watches = self.max_watches;
+        net.max_watches_per_connection = self.max_watches_per_connection;
+        net.shutdown_grace = Duration::from_millis(self.shutdown_grace_ms);
+        net
+    }
+}
+
+/// File descriptors kept for everything but client connections (tables, log, listeners).
+const RESERVED_FDS: u64 = 256;
+
+/// Raises the open-file limit to its hard limit, and returns `wanted` lowered to fit in it.
+fn fd_bounded_connections(wanted: usize) -> usize {
+    match rlimit::increase_nofile_limit(u64::MAX) {
+        Ok(limit) => {
+            let room = usize::try_from(limit.saturating_sub(RESERVED_FDS)).unwrap_or(usize::MAX).max(16);
+            if wanted > room {
+                tracing::warn!(
+                    wanted,
+                    allowed = room,
+                    fd_limit = limit,
+                    "the open-file limit allows fewer connections than asked; lowering the cap"
+                );
+            }
+            wanted.min(room)
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot raise the open-file limit");
+            wanted
+        }
+    }
 }
 
 /// Runs `stampkv serve` until SIGINT or SIGTERM, then closes the database cleanly.
@@ -68,17 +142,17 @@ pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, String> {
 }
 
 fn serve_until_signal(args: ServeArgs) -> Result<(), String> {
+    stampkv_server::logging::init();
     let token = required_token(args.access_token)?;
-    let mut config = Config::new(token);
-    config.max_body_bytes = args.max_body_bytes;
-    config.max_watches = args.max_watches;
+    let mut config = Config::new(token.clone());
+    config.net = args.net.config(token);
     let mut options = KvOptions::default();
     options.engine.sync_mode = match args.sync {
         Sync::Always => SyncMode::Always,
         Sync::Periodic => SyncMode::Periodic(Duration::from_millis(args.sync_interval_ms)),
         Sync::Buffered => SyncMode::Buffered,
     };
-    if config.access_token.chars().count() < 12 {
+    if config.net.access_token.chars().count() < 12 {
         return Err("the access token must be at least 12 characters long".into());
     }
     let kv =
@@ -93,22 +167,34 @@ fn serve_until_signal(args: ServeArgs) -> Result<(), String> {
             .await
             .map_err(|e| format!("cannot listen on {}: {e}", args.addr))?;
         let local = listener.local_addr().map_err(|e| e.to_string())?;
-        log(
-            "info",
-            "listening",
-            &format!(
-                "addr={local} path={:?} database_id={}",
-                args.path.display().to_string(),
-                server.database_id()
-            ),
+        if let Some(metrics_addr) = args.metrics_addr {
+            let metrics = tokio::net::TcpListener::bind(metrics_addr)
+                .await
+                .map_err(|e| format!("cannot listen on {metrics_addr}: {e}"))?;
+            let metrics_local = metrics.local_addr().map_err(|e| e.to_string())?;
+            tracing::info!(addr = %metrics_local, "serving metrics without a token");
+            let app = metrics_router(server.clone());
+            let net = server.config().net.clone();
+            let stopping = server.stopping_token();
+            tokio::spawn(async move {
+                let stopped = stopping.clone();
+                let _ = stampkv_server::serve_router(metrics, app, &net, stopping, stopped.cancelled_owned())
+                    .await;
+            });
+        }
+        tracing::info!(
+            addr = %local,
+            path = %args.path.display(),
+            database_id = server.database_id(),
+            "listening"
         );
         serve(listener, server.clone(), shutdown_signal()).await.map_err(|e| e.to_string())
     });
-    runtime.shutdown_timeout(Duration::from_secs(10));
+    runtime.shutdown_timeout(Duration::from_secs(1));
     drop(server);
-    log("info", "closing the database", "");
+    tracing::info!("closing the database");
     kv.close().map_err(|e| format!("closing the database failed: {e}"))?;
-    log("info", "stopped", "");
+    tracing::info!("stopped");
     result
 }
 
@@ -126,5 +212,5 @@ pub(crate) async fn shutdown_signal() {
         _ = tokio::signal::ctrl_c() => {}
         () = terminate => {}
     }
-    log("info", "shutting down", "");
+    tracing::info!("shutting down");
 }
