@@ -379,7 +379,11 @@ impl EdgeCounters {
 fn fetch_metrics(url: &str) -> EdgeCounters {
     let addr = url.trim_start_matches("http://");
     let mut stream = TcpStream::connect(addr).expect("connect for /metrics");
-    write!(stream, "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").unwrap();
+    write!(
+        stream,
+        "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {TOKEN}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
     let mut text = String::new();
     stream.read_to_string(&mut text).expect("read /metrics");
     let body = text.split_once("\r\n\r\n").map_or("", |(_, body)| body);

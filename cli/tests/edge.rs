@@ -83,7 +83,11 @@ async fn eventual(kv: &RemoteKv, key: &Key) -> Result<Option<Vec<u8>>, String> {
 
 fn metrics(addr: &str) -> String {
     let mut conn = std::net::TcpStream::connect(addr).unwrap();
-    write!(conn, "GET /metrics HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n\r\n").unwrap();
+    write!(
+        conn,
+        "GET /metrics HTTP/1.1\r\nhost: {addr}\r\nauthorization: Bearer {TOKEN}\r\nconnection: close\r\n\r\n"
+    )
+    .unwrap();
     let mut text = String::new();
     conn.read_to_string(&mut text).unwrap();
     text

@@ -173,7 +173,9 @@ async fn reqwest_text(url: &str) -> String {
     let rest = url.strip_prefix("http://").unwrap();
     let (host, path) = rest.split_once('/').unwrap();
     let mut stream = tokio::net::TcpStream::connect(host).await.unwrap();
-    let head = format!("GET /{path} HTTP/1.1\r\nhost: {host}\r\nconnection: close\r\n\r\n");
+    let head = format!(
+        "GET /{path} HTTP/1.1\r\nhost: {host}\r\nauthorization: Bearer {TOKEN}\r\nconnection: close\r\n\r\n"
+    );
     stream.write_all(head.as_bytes()).await.unwrap();
     let mut out = Vec::new();
     stream.read_to_end(&mut out).await.unwrap();

@@ -13,7 +13,7 @@ if (!edgeUrl || !primaryUrl || !accessToken) throw new Error("set STAMPKV_EDGE_U
 
 /** The value of the Prometheus sample `line` (name with labels) at `url`, 0 if absent. */
 async function sample(url, line) {
-  const text = await (await fetch(`${url}/metrics`)).text();
+  const text = await (await fetch(`${url}/metrics`, { headers: { authorization: `Bearer ${accessToken}` } })).text();
   const found = text.split("\n").find((l) => l.startsWith(`${line} `));
   return found ? Number(found.slice(line.length + 1)) : 0;
 }

@@ -76,7 +76,7 @@ start_server "$scratch/db" "$scratch/server.log"
 "$deno" test --unstable-kv -A "$e2e/deno_test.ts"
 node --test "$e2e/node_test.mjs"
 "$deno" run --unstable-kv -A "$e2e/deno_dump.ts" >"$scratch/deno.dump"
-curl -fsS "$STAMPKV_URL/metrics" >"$scratch/metrics" 2>/dev/null || node -e "fetch(process.argv[1]).then(r=>r.text()).then(t=>process.stdout.write(t))" "$STAMPKV_URL/metrics" >"$scratch/metrics"
+node -e "fetch(process.argv[1], { headers: { authorization: 'Bearer ' + process.env.DENO_KV_ACCESS_TOKEN } }).then(r=>r.text()).then(t=>process.stdout.write(t))" "$STAMPKV_URL/metrics" >"$scratch/metrics"
 grep -q 'stampkv_requests_total{kind="atomic_write",status="200"}' "$scratch/metrics" || fail "metrics do not count the commits"
 stop_server "$scratch/server.log"
 

@@ -60,6 +60,11 @@ impl Connection {
         RequestGuard(self.clone())
     }
 
+    /// Requests in flight on this connection now.
+    pub(crate) fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::SeqCst)
+    }
+
     /// Takes one of this connection's watch slots if fewer than `max` are taken.
     pub fn try_add_watch(self: &Arc<Connection>, max: usize) -> Option<ConnectionWatchSlot> {
         let taken = self.watches.fetch_add(1, Ordering::SeqCst);

@@ -136,6 +136,9 @@ pub async fn serve_router(
     Ok(())
 }
 
+/// How long an idle connection told to close may take to close by itself.
+const IDLE_CLOSE_LINGER: Duration = Duration::from_millis(500);
+
 type ConnectionBuilder = hyper_util::server::conn::auto::Builder<hyper_util::rt::TokioExecutor>;
 
 fn connection_builder(net: &NetConfig) -> ConnectionBuilder {
@@ -188,8 +191,20 @@ async fn run_connection(
         _ = served.as_mut() => {}
         () = connection.closing() => {
             served.as_mut().graceful_shutdown();
+            // An idle connection gets a moment to say goodbye (an HTTP/2 GOAWAY the peer may
+            // never acknowledge); one with requests in flight finishes them, until the
+            // server stops hard.
+            let idle = connection.in_flight() == 0;
+            let linger = async {
+                if idle {
+                    tokio::time::sleep(IDLE_CLOSE_LINGER).await;
+                } else {
+                    std::future::pending::<()>().await;
+                }
+            };
             tokio::select! {
                 _ = served.as_mut() => {}
+                () = linger => {}
                 () = hard_stop.cancelled() => {}
             }
         }
