@@ -206,6 +206,42 @@ fn watch_sees_expiry_and_ends_when_the_database_closes() {
 }
 
 #[test]
+fn a_polled_watch_is_woken_by_commits_to_its_keys_and_sees_expiry_and_close() {
+    use stampkv::WatchPoll;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let clock = Arc::new(ManualClock::new(5_000));
+    let kv = Kv::open_in_memory(clocked(&clock)).unwrap();
+    let (a, b) = (key!["a"], key!["b"]);
+    kv.set(&a, &KvValue::U64(1)).unwrap();
+    let mut watch = kv.watch(&[a.clone(), b.clone()]).unwrap();
+    let wakes = Arc::new(AtomicUsize::new(0));
+    {
+        let wakes = wakes.clone();
+        watch.set_waker(move || {
+            wakes.fetch_add(1, Ordering::SeqCst);
+        });
+    }
+    let WatchPoll::Changed(first) = watch.poll().unwrap() else { panic!("the first poll reads") };
+    assert_eq!((first[0].value.clone(), first[1].value.clone()), (Some(KvValue::U64(1)), None));
+    assert!(matches!(watch.poll().unwrap(), WatchPoll::Pending), "nothing changed");
+    kv.set(&key!["unrelated"], &KvValue::U64(0)).unwrap();
+    assert_eq!(wakes.load(Ordering::SeqCst), 0, "a commit to another key wakes nobody");
+    kv.set_with(&b, &KvValue::U64(2), SetOptions { expire_in: Some(Duration::from_millis(100)) }).unwrap();
+    assert_eq!(wakes.load(Ordering::SeqCst), 1);
+    let WatchPoll::Changed(second) = watch.poll().unwrap() else { panic!("the set is seen") };
+    assert_eq!(second[1].value, Some(KvValue::U64(2)));
+    assert_eq!(watch.next_expiry_in(), Some(Duration::from_millis(100)));
+    assert!(matches!(watch.poll().unwrap(), WatchPoll::Pending));
+    clock.advance(100);
+    assert_eq!(watch.next_expiry_in(), Some(Duration::ZERO));
+    let WatchPoll::Changed(third) = watch.poll().unwrap() else { panic!("the expiry is seen") };
+    assert_eq!(third[1].value, None);
+    kv.clone().close().unwrap();
+    assert!(wakes.load(Ordering::SeqCst) >= 2, "closing wakes the watch");
+    assert!(matches!(watch.poll().unwrap(), WatchPoll::Closed));
+}
+
+#[test]
 fn versionstamps_keep_increasing_across_reopen_and_crashes() {
     let options = || KvOptions {
         engine: Options { sync_mode: SyncMode::Always, ..Options::default() },

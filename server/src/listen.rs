@@ -261,7 +261,7 @@ async fn metrics(State(server): State<Arc<Server>>, headers: HeaderMap, _request
 
 async fn open_metrics(State(server): State<Arc<Server>>) -> Response {
     let stats = server.kv.engine().stats();
-    let text = server.metrics.render(server.watches.open(), &stats);
+    let text = server.metrics.render(server.watches.open(), server.watches.shared(), &stats);
     server.metrics.request("metrics", 200);
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }

@@ -37,8 +37,14 @@ impl Metrics {
         self.commit_micros.fetch_add(micros, Ordering::Relaxed);
     }
 
-    /// The Prometheus text of the counters, the open watch streams and the engine's statistics.
-    pub fn render(&self, open_watches: usize, stats: &stampkv::engine::Stats) -> String {
+    /// The Prometheus text of the counters, the open watch streams, the shared watches
+    /// behind them and the engine's statistics.
+    pub fn render(
+        &self,
+        open_watches: usize,
+        shared_watches: usize,
+        stats: &stampkv::engine::Stats,
+    ) -> String {
         let mut out = String::new();
         out.push_str("# HELP stampkv_requests_total Requests by kind and HTTP status.\n");
         out.push_str("# TYPE stampkv_requests_total counter\n");
@@ -61,6 +67,11 @@ impl Metrics {
         let _ = writeln!(out, "stampkv_commit_seconds_count {count}");
         out.push_str("# HELP stampkv_open_watches Open watch streams.\n# TYPE stampkv_open_watches gauge\n");
         let _ = writeln!(out, "stampkv_open_watches {open_watches}");
+        out.push_str(
+            "# HELP stampkv_shared_watches Distinct watched key lists (one read per change each).\n\
+             # TYPE stampkv_shared_watches gauge\n",
+        );
+        let _ = writeln!(out, "stampkv_shared_watches {shared_watches}");
         let gauges: [(&str, u64); 19] = [
             ("engine_commits", stats.commits),
             ("engine_user_bytes_written", stats.user_bytes_written),

@@ -663,6 +663,7 @@ async fn watch_streams_changes_and_pings() {
     let auth = bearer();
     let metrics = request(&r.addr, "GET", "/metrics", &[("authorization", auth.as_str())], b"").await.text();
     assert!(metrics.contains("stampkv_open_watches 1"), "{metrics}");
+    assert!(metrics.contains("stampkv_shared_watches 1"), "{metrics}");
     assert!(metrics.contains("stampkv_requests_total{kind=\"watch\",status=\"503\"} 1"), "{metrics}");
     assert!(metrics.contains("stampkv_commit_seconds_count 1"), "{metrics}");
     assert!(metrics.contains("stampkv_engine_commits"), "{metrics}");
