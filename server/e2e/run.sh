@@ -119,4 +119,7 @@ edge_pid=""
 [ "$status" -eq 0 ] || { cat "$scratch/edge.log" >&2; fail "the edge exited with status $status after SIGTERM"; }
 stop_server "$scratch/primary.log"
 
+echo "e2e: 5. differential suite: Deno's and @deno/kv's own backends as oracles against the server and an edge"
+STAMPKV_BIN="$stampkv" bash "$e2e/diff/run.sh"
+
 echo "e2e: all passed"
