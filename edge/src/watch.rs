@@ -7,13 +7,14 @@
 //! reconnect upstream (whose first frame repeats every key) wakes no client unless
 //! something changed meanwhile. Changes also update this edge's cache.
 
-use crate::read::record;
+use crate::read::{record, upstream_error};
 use crate::service::Edge;
 use axum::body::{Body, Bytes};
 use axum::extract::{Extension, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
+use stampkv_client::RemoteError;
 use parking_lot::Mutex;
 use stampkv_proto as proto;
 use stampkv_proto::frame::{encode_frame, PING};
@@ -51,7 +52,24 @@ pub(crate) struct SharedWatch {
     state: Mutex<SharedState>,
     frames: broadcast::Sender<Bytes>,
     task: Mutex<Option<AbortHandle>>,
+    /// Whether the upstream has answered the watch yet, and how.
+    upstream: tokio::sync::watch::Sender<UpstreamAnswer>,
 }
+
+/// How the upstream answered a shared watch.
+#[derive(Debug, Clone)]
+enum UpstreamAnswer {
+    /// No frame and no refusal yet.
+    Waiting,
+    /// Frames are arriving.
+    Streaming,
+    /// The upstream refused the watch with a 4xx: the same answer for the clients.
+    Refused(HttpError),
+}
+
+/// How long a client's first watch request waits for the upstream's first answer before
+/// its stream starts anyway (with pings until a frame comes).
+const FIRST_ANSWER_WAIT: Duration = Duration::from_secs(10);
 
 #[derive(Debug, Default)]
 struct SharedState {
@@ -80,6 +98,11 @@ impl SharedWatch {
         if output.status != proto::SR_SUCCESS || output.keys.len() != self.keys.len() {
             return;
         }
+        self.upstream.send_if_modified(|answer| {
+            let waiting = matches!(answer, UpstreamAnswer::Waiting);
+            *answer = UpstreamAnswer::Streaming;
+            waiting
+        });
         let mut state = self.state.lock();
         let first = state.entries.is_none();
         let mut entries = state.entries.take().unwrap_or_else(|| vec![None; self.keys.len()]);
@@ -111,12 +134,24 @@ impl SharedWatch {
 async fn follow_upstream(edge: Arc<Edge>, shared: Arc<SharedWatch>) {
     let mut delay = Duration::from_millis(100);
     loop {
-        if let Ok(mut stream) = edge.upstream.watch_raw(shared.keys.clone()).await {
-            edge.metrics.upstream_watches.add(1);
-            while let Some(Ok(output)) = stream.next().await {
-                delay = Duration::from_millis(100);
-                shared.take_in(&edge, output);
+        match edge.upstream.watch_raw(shared.keys.clone()).await {
+            Ok(mut stream) => {
+                edge.metrics.upstream_watches.add(1);
+                while let Some(Ok(output)) = stream.next().await {
+                    delay = Duration::from_millis(100);
+                    shared.take_in(&edge, output);
+                }
             }
+            // A refusal is final: the clients get it, and the next client starts afresh.
+            Err(e @ RemoteError::Http { .. }) => {
+                shared.upstream.send_replace(UpstreamAnswer::Refused(upstream_error(&edge, &e)));
+                let mut hub = edge.watches.shared.lock();
+                if hub.get(&shared.keys).is_some_and(|s| Arc::ptr_eq(s, &shared)) {
+                    hub.remove(&shared.keys);
+                }
+                return;
+            }
+            Err(_) => {}
         }
         tokio::time::sleep(delay).await;
         delay = (delay * 2).min(Duration::from_secs(5));
@@ -141,6 +176,7 @@ impl Subscription {
                     state: Mutex::new(SharedState::default()),
                     frames,
                     task: Mutex::new(None),
+                    upstream: tokio::sync::watch::Sender::new(UpstreamAnswer::Waiting),
                 });
                 let task = tokio::spawn(follow_upstream(edge.clone(), shared.clone()));
                 *shared.task.lock() = Some(task.abort_handle());
@@ -233,6 +269,14 @@ async fn watch_inner(
     }
     edge.metrics.client_watches.add(1);
     let (subscription, receiver) = Subscription::join(edge, keys);
+    // A watch the upstream refuses is refused here too, with the upstream's answer.
+    let mut answer = subscription.shared.upstream.subscribe();
+    let settled = answer.wait_for(|a| !matches!(a, UpstreamAnswer::Waiting));
+    if let Ok(Ok(settled)) = tokio::time::timeout(FIRST_ANSWER_WAIT, settled).await {
+        if let UpstreamAnswer::Refused(e) = &*settled {
+            return Err(e.clone());
+        }
+    }
     let first = subscription.shared.full_frame();
     let keepalive = net.keepalive_interval;
     let stopping = edge.stopping.clone();

@@ -9,7 +9,7 @@
 //! entry has an expiry time, the watch also wakes when that time comes on the engine's
 //! clock.
 
-use crate::db::{encode_read_key, Kv};
+use crate::db::Kv;
 use crate::{Key, KvEntryMaybe, KvError, KvValue, Versionstamp};
 use parking_lot::{Condvar, Mutex};
 use std::collections::HashMap;
@@ -161,8 +161,18 @@ impl Watch {
         if keys.len() > limits.max_watched_keys {
             return Err(KvError::TooManyWatchedKeys { max: limits.max_watched_keys });
         }
-        let encoded: Vec<Vec<u8>> =
-            keys.iter().map(|k| encode_read_key(k, limits)).collect::<Result<_, _>>()?;
+        // Deno checks a watched key against the read limit itself (2049 bytes), where a point
+        // read needs one byte more for the end of its range.
+        let encoded: Vec<Vec<u8>> = keys
+            .iter()
+            .map(|k| {
+                let encoded = k.encode()?;
+                if encoded.len() > limits.max_read_key_bytes {
+                    return Err(KvError::KeyTooLargeForRead { max: limits.max_read_key_bytes });
+                }
+                Ok(encoded)
+            })
+            .collect::<Result<_, KvError>>()?;
         let (id, waiter) = kv.inner.watch.register(encoded.clone());
         Ok(Watch {
             kv: kv.clone(),

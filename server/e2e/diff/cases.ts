@@ -490,10 +490,13 @@ export const cases: Record<string, Case> = {
     return t.finish();
   },
 
-  async "watch([])"({ kv, t }) {
-    const tap = new WatchTap(kv.watch([]));
+  // KV Connect has no way to end a watch: Deno's remote client reconnects whenever a stream
+  // ends, so remotely a watch of no keys never ends. Its first state (raw, so that the empty
+  // state is emitted at all) is compared; what follows it (local: the end; remote: nothing
+  // ever) is a documented limitation of the protocol (DESIGN.md, the KV Connect server).
+  async "watch([]) raw first state"({ kv, t }) {
+    const tap = new WatchTap(kv.watch([], { raw: true }));
     t.step("first", await tap.next(3000));
-    t.step("second", await tap.next(300));
     await tap.cancel();
     return t.finish();
   },
