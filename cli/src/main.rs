@@ -4,13 +4,12 @@
 
 mod commands;
 mod engine_error;
-mod error;
-mod key_syntax;
 mod output;
 mod progress;
-mod transfer;
-mod value_display;
-mod value_json;
+
+// The modules shared with other crates live in the library (`src/lib.rs`); the commands
+// reach them as `crate::<module>`.
+use stampkv_cli::{error, key_syntax, transfer, value_display, value_json};
 
 use clap::{Parser, Subcommand};
 use commands::{backup, data, deno_sqlite, dump, edge, maintenance, serve};
