@@ -203,12 +203,15 @@ pub fn quote(text: &str) -> String {
     let quote = ['"', '\'', '`'].into_iter().find(|q| !text.contains(*q)).unwrap_or('"');
     let mut out = String::with_capacity(text.len() + 2);
     out.push(quote);
-    for c in text.chars() {
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
         match c {
             c if c == quote || c == '\\' => {
                 out.push('\\');
                 out.push(c);
             }
+            // In a template literal `${` starts a substitution: escaped, it is text.
+            '$' if quote == '`' && chars.peek() == Some(&'{') => out.push_str("\\$"),
             '\u{8}' => out.push_str("\\b"),
             '\u{c}' => out.push_str("\\f"),
             '\n' => out.push_str("\\n"),

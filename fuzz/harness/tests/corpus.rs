@@ -156,20 +156,17 @@ fn regression_cursor_of_the_common_prefix_key_is_empty() {
     run_target("kv_model", &corpus_file("kv_model", "regression-cursor-common-prefix"));
 }
 
-/// Finding KEY-SYNTAX-TEMPLATE (key_syntax, open in `cli/src/value_display.rs`): a string key
-/// part holding `"` and `'` (and no backtick) is printed in backticks with its `${` as it is,
-/// a template substitution the key parser refuses, so `stampkv list` prints such a key in a
-/// form that cannot be pasted back. The typed JSON form reads back. The target exempts this
-/// case from the printed-form round trip; the input is
-/// `fuzz/corpus/key_syntax/regression-printed-template-substitution`.
+/// Finding KEY-SYNTAX-TEMPLATE (key_syntax, fixed in `cli/src/value_display.rs`): a string key
+/// part holding `"` and `'` (and no backtick) was printed in backticks with its `${` as it
+/// was, a template substitution the key parser refuses, so `stampkv list` printed such a key
+/// in a form that could not be pasted back. The printer now escapes the `$` (`\${`).
 #[test]
 fn regression_printed_key_with_template_substitution() {
     let key = key!["'\"${"];
     let typed = stampkv_cli::value_json::key_json(&key);
     assert_eq!(stampkv_cli::key_syntax::parse_key(&typed), Ok(key.clone()), "{typed}");
     let printed = stampkv_cli::value_display::inspect_key(&key);
-    if let Ok(again) = stampkv_cli::key_syntax::parse_key(&printed) {
-        assert_eq!(again, key, "{printed}");
-    }
+    assert_eq!(printed, "[ `'\"\\${` ]");
+    assert_eq!(stampkv_cli::key_syntax::parse_key(&printed), Ok(key.clone()), "{printed}");
     run_target("key_syntax", &corpus_file("key_syntax", "regression-printed-template-substitution"));
 }
