@@ -67,6 +67,11 @@ pub struct Config {
     /// run on the async runtime's thread; larger ones on the blocking pool. 0: every read
     /// goes to the blocking pool.
     pub inline_read_limit: usize,
+    /// Shortest time between two frames of one shared watch: changes within it coalesce into
+    /// the next frame (as rapid commits coalesce in Deno's own backends). It bounds what a hot
+    /// key watched by many streams costs: at most one read and one frame per stream per
+    /// interval, however fast the key is written. Zero: a frame per read.
+    pub watch_frame_interval: Duration,
     /// The database id handed out by the metadata exchange. `None`: a random one for this
     /// server. A stable id (see [`database_id_for`]) lets clients keep their metadata across
     /// a restart: Deno's client fails every call answered `Invalid database id.`.
@@ -80,9 +85,15 @@ pub fn database_id_for(name: &str) -> String {
 }
 
 impl Config {
-    /// The defaults ([`NetConfig::new`], reads of up to 16 entries inline) for a token.
+    /// The defaults ([`NetConfig::new`], reads of up to 16 entries inline, watch frames at
+    /// least 25 ms apart) for a token.
     pub fn new(access_token: impl Into<String>) -> Config {
-        Config { net: NetConfig::new(access_token), inline_read_limit: 16, database_id: None }
+        Config {
+            net: NetConfig::new(access_token),
+            inline_read_limit: 16,
+            watch_frame_interval: Duration::from_millis(25),
+            database_id: None,
+        }
     }
 }
 

@@ -136,8 +136,10 @@ pub async fn serve_router(
     Ok(())
 }
 
-/// How long an idle connection told to close may take to close by itself.
-const IDLE_CLOSE_LINGER: Duration = Duration::from_millis(500);
+/// How long an idle connection told to close may take to close by itself: enough to write
+/// an HTTP/2 GOAWAY, not enough for a peer that never answers it to hold the socket (an
+/// attacker reconnecting at once would keep descriptors above the cap meanwhile).
+const IDLE_CLOSE_LINGER: Duration = Duration::from_millis(2);
 
 type ConnectionBuilder = hyper_util::server::conn::auto::Builder<hyper_util::rt::TokioExecutor>;
 
