@@ -81,13 +81,15 @@ struct SharedState {
 impl SharedWatch {
     /// A frame marking every key changed with its kept state, if the state is known.
     fn full_frame(&self) -> Option<Bytes> {
+        full_state_frame(&self.state.lock())
+    }
+
+    /// The kept state as a first frame (if known) and a receiver of every frame after it,
+    /// taken together under the state lock (`take_in` sends under it too): no frame is
+    /// missed and none is sent twice.
+    fn subscribe(&self) -> (Option<Bytes>, broadcast::Receiver<Bytes>) {
         let state = self.state.lock();
-        let entries = state.entries.as_ref()?;
-        let keys = entries
-            .iter()
-            .map(|entry| proto::WatchKeyOutput { changed: true, entry_if_changed: entry.clone() })
-            .collect();
-        Some(Bytes::from(encode_frame(&proto::WatchOutput { status: proto::SR_SUCCESS, keys })))
+        (full_state_frame(&state), self.frames.subscribe())
     }
 
     /// Takes in one upstream frame (whole, or with unchanged keys left out as `denokv`
@@ -129,6 +131,16 @@ impl SharedWatch {
     }
 }
 
+/// A frame marking every key changed with its entry from `state`, if the state is known.
+fn full_state_frame(state: &SharedState) -> Option<Bytes> {
+    let entries = state.entries.as_ref()?;
+    let keys = entries
+        .iter()
+        .map(|entry| proto::WatchKeyOutput { changed: true, entry_if_changed: entry.clone() })
+        .collect();
+    Some(Bytes::from(encode_frame(&proto::WatchOutput { status: proto::SR_SUCCESS, keys })))
+}
+
 /// Follows the upstream watch for as long as the shared watch has clients, reconnecting
 /// with a growing delay (100 ms to 5 s) when it fails.
 async fn follow_upstream(edge: Arc<Edge>, shared: Arc<SharedWatch>) {
@@ -165,7 +177,7 @@ struct Subscription {
 }
 
 impl Subscription {
-    fn join(edge: &Arc<Edge>, keys: Vec<Vec<u8>>) -> (Subscription, broadcast::Receiver<Bytes>) {
+    fn join(edge: &Arc<Edge>, keys: Vec<Vec<u8>>) -> Subscription {
         let mut hub = edge.watches.shared.lock();
         let shared = hub
             .entry(keys.clone())
@@ -183,14 +195,8 @@ impl Subscription {
                 shared
             })
             .clone();
-        // Subscribing under the state lock: no frame falls between the kept state and the
-        // receiver.
-        let receiver = {
-            let mut state = shared.state.lock();
-            state.subscribers += 1;
-            shared.frames.subscribe()
-        };
-        (Subscription { edge: edge.clone(), shared }, receiver)
+        shared.state.lock().subscribers += 1;
+        Subscription { edge: edge.clone(), shared }
     }
 }
 
@@ -268,7 +274,7 @@ async fn watch_inner(
         });
     }
     edge.metrics.client_watches.add(1);
-    let (subscription, receiver) = Subscription::join(edge, keys);
+    let subscription = Subscription::join(edge, keys);
     // A watch the upstream refuses is refused here too, with the upstream's answer.
     let mut answer = subscription.shared.upstream.subscribe();
     let settled = answer.wait_for(|a| !matches!(a, UpstreamAnswer::Waiting));
@@ -277,7 +283,9 @@ async fn watch_inner(
             return Err(e.clone());
         }
     }
-    let first = subscription.shared.full_frame();
+    // The first frame and the receiver only now, together: a frame that came while waiting
+    // is in the first frame and not sent again.
+    let (first, receiver) = subscription.shared.subscribe();
     let keepalive = net.keepalive_interval;
     let stopping = edge.stopping.clone();
     let stream = futures_util::stream::unfold(
