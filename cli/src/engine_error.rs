@@ -27,7 +27,10 @@ pub fn engine_error(path: &Path, error: &Error) -> CliError {
 /// The message for a database error met while working on the database in `path`.
 pub fn kv_error(path: &Path, error: &KvError) -> CliError {
     match error {
-        KvError::Engine(inner) => engine_error(path, inner),
+        KvError::Storage(storage) => match storage.downcast_ref::<Error>() {
+            Some(inner) => engine_error(path, inner),
+            None => CliError::failed(format!("{}: {storage}", path.display())),
+        },
         other => CliError::failed(format!("{}: {other}", path.display())),
     }
 }

@@ -3,7 +3,7 @@
 use crate::convert::{entry_from_proto, point_range, point_read_key};
 use crate::watch::WatchStream;
 use crate::{RemoteAtomic, RemoteError, RemoteKv};
-use stampkv::{
+use stampkv_model::{
     Consistency, FromKvValue, Key, KvEntryMaybe, KvError, Limits, SetOptions, ToKvValue, Versionstamp,
 };
 use stampkv_proto as proto;

@@ -3,7 +3,7 @@
 
 use crate::convert::{value_size, value_to_proto, versionstamp};
 use crate::{RemoteError, RemoteKv};
-use stampkv::{
+use stampkv_model::{
     CommitResult, Key, KvEntryMaybe, KvError, KvValue, Limits, SetOptions, ToKvValue, Versionstamp,
 };
 use stampkv_proto as proto;
@@ -239,7 +239,7 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::indexing_slicing, reason = "test code: a panic is a failed test")]
 
     use super::*;
-    use stampkv::key;
+    use stampkv_model::key;
 
     #[test]
     fn messages_are_what_deno_sends() {
@@ -272,7 +272,7 @@ mod tests {
         let many: Vec<_> = (0..1001).map(|i| (key!["k", i], Op::Delete)).collect();
         assert_eq!(text(&[], &many), "Too many mutations (max 1000)");
         assert_eq!(text(&[], &[(key![], Op::Delete)]), "key cannot be empty");
-        let big_key = Key::from(vec![stampkv::KeyPart::from(vec![1u8; 2047])]);
+        let big_key = Key::from(vec![stampkv_model::KeyPart::from(vec![1u8; 2047])]);
         assert_eq!(text(&[], &[(big_key, Op::Delete)]), "Key too large for write (max 2048 bytes)");
         let big_value = Op::Set(KvValue::Bytes(vec![0; 65537]), None);
         assert_eq!(text(&[], &[(key!["v"], big_value)]), "Value too large (max 65536 bytes)");

@@ -2,7 +2,7 @@
 //! keys checked against Deno's size limits.
 
 use crate::RemoteError;
-use stampkv::{Key, KvError, KvValue, Limits, Versionstamp};
+use stampkv_model::{Key, KvError, KvValue, Limits, Versionstamp};
 use stampkv_proto as proto;
 
 /// Decodes an entry: its key, value and versionstamp.
@@ -93,9 +93,9 @@ mod tests {
     fn point_reads_stop_at_2048_key_bytes() {
         let limits = Limits::default();
         // A byte string of n non-zero bytes encodes to n + 2 bytes.
-        let ok = Key::from(vec![stampkv::KeyPart::from(vec![1u8; 2046])]);
+        let ok = Key::from(vec![stampkv_model::KeyPart::from(vec![1u8; 2046])]);
         assert_eq!(point_read_key(&ok, &limits).unwrap().len(), 2048);
-        let too_large = Key::from(vec![stampkv::KeyPart::from(vec![1u8; 2047])]);
+        let too_large = Key::from(vec![stampkv_model::KeyPart::from(vec![1u8; 2047])]);
         let error = point_read_key(&too_large, &limits).unwrap_err().to_string();
         assert_eq!(error, "Key too large for read (max 2049 bytes)");
     }

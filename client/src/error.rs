@@ -1,7 +1,7 @@
 //! What a remote call can fail with. Every `Display` text is one line; texts Deno has for
 //! the same failure are Deno's.
 
-use stampkv::KvError;
+use stampkv_model::KvError;
 use std::fmt;
 
 /// Why a [`crate::RemoteKv`] call failed.
@@ -59,8 +59,8 @@ impl From<KvError> for RemoteError {
     }
 }
 
-impl From<stampkv::KeyError> for RemoteError {
-    fn from(e: stampkv::KeyError) -> Self {
+impl From<stampkv_model::KeyError> for RemoteError {
+    fn from(e: stampkv_model::KeyError) -> Self {
         RemoteError::Invalid(KvError::Key(e))
     }
 }

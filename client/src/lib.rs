@@ -1,9 +1,11 @@
 //! A KV Connect client: a stampkv server, `denokv`, or any other KV Connect database, used
-//! from async Rust with `stampkv`'s types ([`Key`](stampkv::Key),
-//! [`KvValue`](stampkv::KvValue), [`Versionstamp`](stampkv::Versionstamp), ...).
+//! from async Rust with the data model's types ([`Key`](stampkv_model::Key),
+//! [`KvValue`](stampkv_model::KvValue), [`Versionstamp`](stampkv_model::Versionstamp), ...,
+//! from `stampkv_model`, which `stampkv` re-exports). The client does not contain the
+//! storage engine.
 //!
 //! ```no_run
-//! use stampkv::{key, ListOptions, Selector, Value};
+//! use stampkv_model::{key, ListOptions, Selector, Value};
 //! use stampkv_client::{ConnectOptions, RemoteKv};
 //!
 //! # async fn example() -> Result<(), stampkv_client::RemoteError> {

@@ -11,7 +11,7 @@ use crate::{RemoteError, RemoteKv};
 use base64::engine::general_purpose::URL_SAFE;
 use base64::Engine;
 use futures_util::stream::Stream;
-use stampkv::{
+use stampkv_model::{
     Consistency, FromKvValue, Key, KvEntry, KvError, KvValue, Limits, ListOptions, Selector, Versionstamp,
 };
 use stampkv_proto as proto;
@@ -263,7 +263,7 @@ mod tests {
     #![allow(clippy::unwrap_used, reason = "test code: a panic is a failed test")]
 
     use super::*;
-    use stampkv::key;
+    use stampkv_model::key;
 
     #[test]
     fn selectors_resolve_like_deno() {

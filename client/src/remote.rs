@@ -8,7 +8,7 @@ use crate::watch::RawWatchStream;
 use crate::{ConnectOptions, RemoteError};
 use bytes::Bytes;
 use prost::Message;
-use stampkv::Consistency;
+use stampkv_model::Consistency;
 use stampkv_proto as proto;
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Instant, SystemTime};

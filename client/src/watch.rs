@@ -7,7 +7,7 @@ use bytes::Bytes;
 use futures_util::stream::{BoxStream, Stream, StreamExt};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
-use stampkv::{Key, KvEntryMaybe, KvValue, Versionstamp};
+use stampkv_model::{Key, KvEntryMaybe, KvValue, Versionstamp};
 use stampkv_proto as proto;
 use stampkv_proto::frame::FrameDecoder;
 use std::pin::Pin;

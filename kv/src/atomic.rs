@@ -9,10 +9,12 @@
 //! string, say) fails the whole commit: nothing is visible or durable and the
 //! versionstamp does not advance.
 
-use crate::db::{Kv, SetOptions};
-use crate::entry::{KvEntryMaybe, ToKvValue};
 use crate::queue::{Enqueue, EnqueueOptions, PendingEnqueue};
-use crate::{InvalidVersionstamp, Key, KeyPart, KvBigInt, KvError, KvValue, Value, Versionstamp};
+use crate::storage_error::from_engine;
+use crate::{
+    CommitResult, InvalidVersionstamp, Key, KeyPart, Kv, KvBigInt, KvEntryMaybe, KvError, KvValue,
+    SetOptions, ToKvValue, Value, Versionstamp,
+};
 use stampkv_engine::{LatestView, WriteBatch, WriteOptions};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -58,30 +60,6 @@ pub struct Mutation {
     pub expire_in: Option<Duration>,
 }
 
-/// How a commit ended when it did not fail with an error.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CommitResult {
-    /// Everything was applied; this is the commit's versionstamp.
-    Committed(Versionstamp),
-    /// A check did not hold; nothing was applied.
-    CheckFailed,
-}
-
-impl CommitResult {
-    /// Whether the commit was applied (Deno's `ok`).
-    pub fn ok(&self) -> bool {
-        matches!(self, CommitResult::Committed(_))
-    }
-
-    /// The commit's versionstamp, if it was applied.
-    pub fn versionstamp(&self) -> Option<Versionstamp> {
-        match self {
-            CommitResult::Committed(v) => Some(*v),
-            CommitResult::CheckFailed => None,
-        }
-    }
-}
-
 /// An atomic operation being built; nothing happens until [`AtomicOperation::commit`].
 ///
 /// Errors are reported by `commit`, in Deno's order: first what Deno throws while the
@@ -119,7 +97,7 @@ enum Abort {
 
 impl From<stampkv_engine::Error> for Abort {
     fn from(e: stampkv_engine::Error) -> Self {
-        Abort::Failed(e.into())
+        Abort::Failed(from_engine(e))
     }
 }
 

@@ -24,6 +24,7 @@
 //! - Watches re-read their keys, and queue listeners see the restored messages.
 
 use crate::queue::record::{message_key, parse_message_key, MessageRecord, QUEUE_PREFIX};
+use crate::storage_error::from_engine;
 use crate::{Key, Kv, KvError, KvValue, Versionstamp};
 use stampkv_engine::{Ingest, Snapshot};
 
@@ -84,7 +85,7 @@ impl BulkSnapshot {
     pub fn entries(&self) -> impl Iterator<Item = Result<BulkEntry, KvError>> + use<> {
         let reserved: &[u8] = &[RESERVED_PREFIX];
         self.snapshot.range::<&[u8], _>(..reserved).map(|found| {
-            let entry = found?;
+            let entry = found.map_err(from_engine)?;
             Ok(BulkEntry {
                 key: Key::decode(&entry.key)?,
                 value: KvValue::decode_stored(&entry.value)?,
@@ -101,7 +102,7 @@ impl BulkSnapshot {
         self.snapshot.range(QUEUE_PREFIX.to_vec()..end).filter_map(|found| {
             let entry = match found {
                 Ok(entry) => entry,
-                Err(e) => return Some(Err(e.into())),
+                Err(e) => return Some(Err(from_engine(e))),
             };
             let (deadline_ms, _, _) = parse_message_key(&entry.key)?;
             Some(MessageRecord::decode(&entry.value).and_then(|record| {
@@ -160,10 +161,10 @@ fn invalid(text: impl Into<String>) -> KvError {
 }
 
 /// The engine's refusals of an ingest are the restore's.
-fn from_engine(error: stampkv_engine::Error) -> KvError {
+fn from_ingest(error: stampkv_engine::Error) -> KvError {
     match error {
         stampkv_engine::Error::InvalidArgument(text) => KvError::InvalidRestore(text),
-        other => other.into(),
+        other => from_engine(other),
     }
 }
 
@@ -175,7 +176,7 @@ impl Kv {
 
     /// Starts a restore; see [`Restore`].
     pub fn restore(&self) -> Result<Restore<'_>, KvError> {
-        let ingest = self.inner.db.ingest()?;
+        let ingest = self.inner.db.ingest().map_err(from_ingest)?;
         let own_seq = ingest.base_sequence() + 1;
         Ok(Restore {
             kv: self,
@@ -260,7 +261,7 @@ impl Restore<'_> {
         };
         self.stored.clear();
         self.stored.extend_from_slice(&value.encode_stored());
-        self.ingest.put(key, &self.stored, seq, expires_at_ms).map_err(from_engine)?;
+        self.ingest.put(key, &self.stored, seq, expires_at_ms).map_err(from_ingest)?;
         match &mut self.last_key {
             Some(last) => {
                 last.clear();
@@ -290,7 +291,7 @@ impl Restore<'_> {
         self.next_index =
             index.checked_add(1).ok_or_else(|| invalid("more than 2^32 queued messages in one restore"))?;
         let key = message_key(message.deadline_ms, self.own_seq, index);
-        self.ingest.put(&key, &record.encode(), self.own_seq, None).map_err(from_engine)?;
+        self.ingest.put(&key, &record.encode(), self.own_seq, None).map_err(from_ingest)?;
         self.in_messages = true;
         self.own_used = true;
         self.last_deadline = message.deadline_ms;
@@ -306,7 +307,7 @@ impl Restore<'_> {
         let floor = last_versionstamp.map_or(0, |v| v.sequence());
         let floor = if self.own_used { floor.max(self.own_seq) } else { floor };
         let kv = self.kv;
-        let summary = self.ingest.finish(floor).map_err(from_engine)?;
+        let summary = self.ingest.finish(floor).map_err(from_ingest)?;
         kv.inner.watch.notify_all();
         if messages > 0 {
             kv.inner.queue.reload();

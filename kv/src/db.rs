@@ -10,15 +10,16 @@
 //! - An entry's versionstamp is the engine's sequence number of the commit that wrote it
 //!   (8 bytes big-endian) followed by two zero bytes.
 
-use crate::entry::{FromKvValue, KvEntry, KvEntryMaybe, ToKvValue};
 use crate::key::DecodedPrefix;
-use crate::limits::Limits;
+use crate::storage_error::from_engine;
 use crate::watch::{Watch, WatchHub};
-use crate::{AtomicOperation, Key, KvError, KvValue, Versionstamp};
+use crate::{
+    AtomicOperation, FromKvValue, Key, KvEntry, KvEntryMaybe, KvError, KvValue, Limits, SetOptions,
+    ToKvValue, Versionstamp,
+};
 use stampkv_engine::{Db, Options};
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
 /// Options for opening a database.
 #[derive(Debug, Clone, Default)]
@@ -28,19 +29,6 @@ pub struct KvOptions {
     pub engine: Options,
     /// Deno KV's limits.
     pub limits: Limits,
-}
-
-/// Options of a single `set`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct SetOptions {
-    /// Make the entry expire this long after the commit (`Some(Duration::ZERO)`: expired
-    /// at once). As Deno's `expireIn`, it must be a whole number of milliseconds: a
-    /// fraction of a millisecond is not rounded but fails the commit with `expireIn must be
-    /// a non-negative integer: received 1.5` ([`KvError::InvalidExpireIn`]). The expiry
-    /// time, now plus `expire_in` on the engine's clock, must not be later than
-    /// +262142-12-31T23:59:59.999Z (8210266876799999 ms after the Unix epoch), else the
-    /// commit fails with `Invalid mutation: expireIn is too large: <ms>`.
-    pub expire_in: Option<Duration>,
 }
 
 pub(crate) struct KvInner {
@@ -65,13 +53,13 @@ impl std::fmt::Debug for Kv {
 impl Kv {
     /// Opens (creating if needed) the database in directory `path`.
     pub fn open(path: impl AsRef<Path>, options: KvOptions) -> Result<Kv, KvError> {
-        let db = Db::open(path, options.engine)?;
+        let db = Db::open(path, options.engine).map_err(from_engine)?;
         Ok(Self::wrap(db, options.limits))
     }
 
     /// Opens a new database that lives in memory only.
     pub fn open_in_memory(options: KvOptions) -> Result<Kv, KvError> {
-        let db = Db::open_in_memory(options.engine)?;
+        let db = Db::open_in_memory(options.engine).map_err(from_engine)?;
         Ok(Self::wrap(db, options.limits))
     }
 
@@ -81,7 +69,7 @@ impl Kv {
         path: impl AsRef<Path>,
         options: KvOptions,
     ) -> Result<Kv, KvError> {
-        let db = Db::open_with_fs(fs, path, options.engine)?;
+        let db = Db::open_with_fs(fs, path, options.engine).map_err(from_engine)?;
         Ok(Self::wrap(db, options.limits))
     }
 
@@ -104,7 +92,7 @@ impl Kv {
     /// queue message can write it (`keys_if_undelivered`), and then it is found, as in Deno.
     pub fn get<T: FromKvValue>(&self, key: &Key) -> Result<KvEntryMaybe<T>, KvError> {
         let encoded = encode_read_key(key, &self.inner.limits)?;
-        let found = self.inner.db.get_entry(&encoded)?;
+        let found = self.inner.db.get_entry(&encoded).map_err(from_engine)?;
         maybe_entry(key.clone(), found)
     }
 
@@ -121,7 +109,7 @@ impl Kv {
         keys.iter()
             .zip(encoded)
             .map(|(key, bytes)| {
-                let found = snapshot.get_entry(&bytes)?;
+                let found = snapshot.get_entry(&bytes).map_err(from_engine)?;
                 maybe_entry(key.clone(), found)
             })
             .collect()
@@ -165,7 +153,7 @@ impl Kv {
     pub fn close(self) -> Result<(), KvError> {
         self.inner.queue.close();
         self.inner.watch.close();
-        self.inner.db.shutdown()?;
+        self.inner.db.shutdown().map_err(from_engine)?;
         Ok(())
     }
 }

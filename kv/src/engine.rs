@@ -13,6 +13,7 @@
 //! kv.engine().put(&[0xFF, b'q'], b"forged");
 //! ```
 
+use crate::storage_error::from_engine;
 use crate::{Kv, KvError};
 use std::ops::RangeBounds;
 
@@ -53,12 +54,12 @@ impl<'a> KvEngine<'a> {
     /// Takes a consistent point-in-time copy of the database into the directory `dest`
     /// (which must not exist, or be empty) while it stays open: see [`checkpoint`].
     pub fn checkpoint(&self, dest: impl AsRef<std::path::Path>) -> Result<CheckpointInfo, KvError> {
-        Ok(self.db().checkpoint(dest)?)
+        self.db().checkpoint(dest).map_err(from_engine)
     }
 
     /// Live and total bytes by a scan of every table.
     pub fn space_usage(&self) -> Result<SpaceUsage, KvError> {
-        Ok(self.db().space_usage()?)
+        self.db().space_usage().map_err(from_engine)
     }
 
     /// What recovery found when the database was opened.
@@ -74,22 +75,22 @@ impl<'a> KvEngine<'a> {
 
     /// Freezes the memtable and waits until it is written to a table.
     pub fn flush(&self) -> Result<(), KvError> {
-        Ok(self.db().flush()?)
+        self.db().flush().map_err(from_engine)
     }
 
     /// Compacts every level down to the last one.
     pub fn compact(&self) -> Result<(), KvError> {
-        Ok(self.db().compact()?)
+        self.db().compact().map_err(from_engine)
     }
 
     /// Syncs the write-ahead log (commits made without a sync become durable).
     pub fn sync_wal(&self) -> Result<(), KvError> {
-        Ok(self.db().sync_wal()?)
+        self.db().sync_wal().map_err(from_engine)
     }
 
     /// The entry stored under the raw engine key `key`, if it is live.
     pub fn get_entry(&self, key: &[u8]) -> Result<Option<Entry>, KvError> {
-        Ok(self.db().get_entry(key)?)
+        self.db().get_entry(key).map_err(from_engine)
     }
 
     /// The live entries of raw engine keys in `range`, in key order (reversible).

@@ -21,34 +21,26 @@
 //! See `../shared/SPEC.md` for the contract and DESIGN.md for how it maps onto the engine.
 
 mod atomic;
-mod base64;
-mod bigint;
 pub mod bulk;
 mod db;
 pub mod engine;
-mod entry;
-mod error;
-pub mod key;
-mod limits;
 mod list;
 mod queue;
 pub mod remote;
-pub mod value;
-mod versionstamp;
+mod storage_error;
 mod watch;
 
-pub use atomic::{AtomicOperation, Check, CommitResult, Mutation, MutationKind};
-pub use bigint::KvBigInt;
-pub use bigint::{ParseBigIntError, TryFromBigIntError};
+pub use stampkv_model::{key, select, value};
+
+pub use atomic::{AtomicOperation, Check, Mutation, MutationKind};
 pub use bulk::{BulkEntry, BulkSnapshot, QueuedMessage, Restore, RestoreSummary};
-pub use db::{Kv, KvOptions, SetOptions};
+pub use db::{Kv, KvOptions};
 pub use engine::{KvEngine, ManualClock, SyncMode};
-pub use entry::{FromKvValue, KvEntry, KvEntryMaybe, ToKvValue};
-pub use error::KvError;
-pub use key::{Key, KeyError, KeyPart};
-pub use limits::Limits;
-pub use list::{Consistency, ListIter, ListOptions, Selector};
+pub use list::ListIter;
 pub use queue::{EnqueueOptions, ListenOptions, QueueListener, QueueMessage, DEFAULT_BACKOFF_MS};
-pub use value::{KvValue, SumError, Value, ValueError};
-pub use versionstamp::{InvalidVersionstamp, Versionstamp};
+pub use stampkv_model::{
+    CommitResult, Consistency, FromKvValue, InvalidVersionstamp, Key, KeyError, KeyPart, KvBigInt, KvEntry,
+    KvEntryMaybe, KvError, KvValue, Limits, ListOptions, ParseBigIntError, Selector, SetOptions,
+    StorageError, StorageErrorKind, SumError, ToKvValue, TryFromBigIntError, Value, ValueError, Versionstamp,
+};
 pub use watch::{Watch, WatchPoll};

@@ -4,6 +4,7 @@
 //! Nothing here writes, and nothing here reaches stampkv's own records: every range is cut
 //! at the reserved `0xFF` prefix, where no user key encodes.
 
+use crate::storage_error::from_engine;
 use crate::{Kv, KvError, KvValue, Versionstamp};
 use std::ops::Bound;
 
@@ -51,7 +52,7 @@ impl Kv {
             if is_point(range) {
                 // `[key, key ++ 0x00)` holds `key` alone: a point lookup, which the
                 // tables' filters answer without a merging iterator over every level.
-                let found = snapshot.get_entry(&range.start)?;
+                let found = snapshot.get_entry(&range.start).map_err(from_engine)?;
                 let entries = match found {
                     Some(entry) => vec![RawEntry {
                         value: KvValue::decode_stored(&entry.value)?,
@@ -69,7 +70,7 @@ impl Kv {
             while entries.len() < range.limit {
                 let next = if range.reverse { iter.next_back() } else { iter.next() };
                 let Some(entry) = next else { break };
-                let entry = entry?;
+                let entry = entry.map_err(from_engine)?;
                 entries.push(RawEntry {
                     value: KvValue::decode_stored(&entry.value)?,
                     versionstamp: Versionstamp::from_sequence(entry.seq),

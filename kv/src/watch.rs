@@ -10,6 +10,7 @@
 //! clock.
 
 use crate::db::Kv;
+use crate::storage_error::from_engine;
 use crate::{Key, KvEntryMaybe, KvError, KvValue, Versionstamp};
 use parking_lot::{Condvar, Mutex};
 use std::collections::HashMap;
@@ -191,7 +192,7 @@ impl Watch {
         let mut entries = Vec::with_capacity(self.keys.len());
         self.next_expiry_ms = None;
         for (key, encoded) in self.keys.iter().zip(&self.encoded) {
-            let found = snapshot.get_entry(encoded)?;
+            let found = snapshot.get_entry(encoded).map_err(from_engine)?;
             if let Some(at) = found.as_ref().and_then(|e| e.expires_at_ms) {
                 self.next_expiry_ms = Some(self.next_expiry_ms.map_or(at, |t| t.min(at)));
             }

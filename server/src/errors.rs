@@ -49,8 +49,8 @@ impl IntoResponse for HttpError {
 pub(crate) fn kv_error(e: KvError) -> HttpError {
     match e {
         KvError::Closed => unavailable(),
-        KvError::Engine(e) => {
-            tracing::error!(error = %e, "engine error");
+        KvError::Storage(e) => {
+            tracing::error!(error = %e, kind = ?e.kind(), "storage error");
             HttpError { status: StatusCode::INTERNAL_SERVER_ERROR, text: "Internal server error.".into() }
         }
         KvError::TooManyChecks { .. } => bad("Too many checks included in atomic write."),

@@ -425,10 +425,14 @@ fn open_engine(path: &Path, create: bool) -> Result<Kv, CliError> {
     let mut options = KvOptions::default();
     options.engine.create_if_missing = create;
     Kv::open(path, options).map_err(|e| match e {
-        KvError::Engine(EngineError::Locked { .. }) => CliError::failed(format!(
-            "the database in {} is in use by another process (its LOCK is held)",
-            path.display()
-        )),
+        KvError::Storage(e)
+            if matches!(e.downcast_ref::<EngineError>(), Some(EngineError::Locked { .. })) =>
+        {
+            CliError::failed(format!(
+                "the database in {} is in use by another process (its LOCK is held)",
+                path.display()
+            ))
+        }
         e => CliError::failed(format!("cannot open the database in {}: {e}", path.display())),
     })
 }

@@ -24,8 +24,8 @@
 pub(crate) mod record;
 
 use crate::db::{Kv, KvInner};
-use crate::entry::{FromKvValue, ToKvValue};
-use crate::{Key, KvError, KvValue};
+use crate::storage_error::from_engine;
+use crate::{FromKvValue, Key, KvError, KvValue, ToKvValue};
 use parking_lot::{Condvar, Mutex};
 use record::{message_key, parse_message_key, MessageRecord, QUEUE_PREFIX};
 use stampkv_engine::{WriteBatch, WriteOptions};
@@ -362,7 +362,7 @@ enum Skip {
 
 impl From<stampkv_engine::Error> for Skip {
     fn from(e: stampkv_engine::Error) -> Self {
-        Skip::Failed(e.into())
+        Skip::Failed(from_engine(e))
     }
 }
 
@@ -403,7 +403,7 @@ impl Kv {
                 .name(format!("stampkv-queue-{n}"))
                 .spawn(move || worker.run())
                 .map_err(|e| {
-                    KvError::Engine(stampkv_engine::Error::Io {
+                    from_engine(stampkv_engine::Error::Io {
                         context: "starting a queue worker".into(),
                         source: e,
                     })
@@ -484,7 +484,7 @@ impl Worker {
         end.push(0xFF);
         let mut pending = BTreeSet::new();
         for entry in self.kv.inner.db.range(QUEUE_PREFIX.to_vec()..end) {
-            let entry = entry?;
+            let entry = entry.map_err(from_engine)?;
             if parse_message_key(&entry.key).is_some() {
                 pending.insert(entry.key);
             }
@@ -510,7 +510,7 @@ impl Worker {
             if state.leases.contains_key(key) {
                 continue;
             }
-            match self.kv.inner.db.get_entry(key)? {
+            match self.kv.inner.db.get_entry(key).map_err(from_engine)? {
                 Some(entry) => {
                     chosen = Some((key.clone(), MessageRecord::decode(&entry.value)?));
                     break;

@@ -71,7 +71,7 @@ impl MessageRecord {
     /// Decodes a record; a malformed one is corruption.
     pub fn decode(bytes: &[u8]) -> Result<MessageRecord, KvError> {
         Self::parse(bytes).ok_or_else(|| {
-            KvError::Engine(stampkv_engine::Error::Corruption {
+            crate::storage_error::from_engine(stampkv_engine::Error::Corruption {
                 file: "(queue)".into(),
                 offset: None,
                 reason: "malformed queue message record".into(),

@@ -124,11 +124,11 @@ pub enum KvError {
     Key(KeyError),
     /// A value that cannot be encoded or decoded.
     Value(ValueError),
-    /// The storage engine failed (I/O, corruption, closed, ...).
-    Engine(stampkv_engine::Error),
+    /// The store under the database failed (I/O, corruption, a lock held elsewhere, ...).
+    Storage(StorageError),
     /// The database was closed.
     Closed,
-    /// A restore ([`crate::Kv::restore`]) given entries or messages it cannot take, or
+    /// A restore (`stampkv::Kv::restore`) given entries or messages it cannot take, or
     /// that cannot be installed (the text says why).
     InvalidRestore(String),
 }
@@ -141,7 +141,7 @@ impl KvError {
             KvError::CursorBeforeFirstIteration
             | KvError::InvalidLimit { .. }
             | KvError::InvalidBatchSize { .. } => "Error",
-            KvError::Engine(_) | KvError::Closed | KvError::QueueClosed | KvError::InvalidRestore(_) => {
+            KvError::Storage(_) | KvError::Closed | KvError::QueueClosed | KvError::InvalidRestore(_) => {
                 "Error"
             }
             _ => "TypeError",
@@ -190,7 +190,7 @@ impl fmt::Display for KvError {
             }
             KvError::Key(e) => write!(f, "{e}"),
             KvError::Value(e) => write!(f, "{e}"),
-            KvError::Engine(e) => write!(f, "{e}"),
+            KvError::Storage(e) => write!(f, "{e}"),
             KvError::Closed => f.write_str("the database is closed"),
             KvError::InvalidEnqueue(text) => f.write_str(text),
             KvError::InvalidEnqueueKey(_) => f.write_str("Invalid enqueue"),
@@ -208,7 +208,7 @@ impl std::error::Error for KvError {
         match self {
             KvError::Key(e) | KvError::InvalidMutationKey(e) | KvError::InvalidEnqueueKey(e) => Some(e),
             KvError::Value(e) => Some(e),
-            KvError::Engine(e) => Some(e),
+            KvError::Storage(e) => Some(e),
             _ => None,
         }
     }
@@ -226,11 +226,67 @@ impl From<ValueError> for KvError {
     }
 }
 
-impl From<stampkv_engine::Error> for KvError {
-    fn from(e: stampkv_engine::Error) -> Self {
-        match e {
-            stampkv_engine::Error::Closed => KvError::Closed,
-            other => KvError::Engine(other),
-        }
+impl From<StorageError> for KvError {
+    fn from(e: StorageError) -> Self {
+        KvError::Storage(e)
+    }
+}
+
+/// A failure of the store under a database, with the store's own error inside (reach it
+/// with [`StorageError::downcast_ref`] or [`std::error::Error::source`]).
+#[derive(Debug)]
+pub struct StorageError {
+    kind: StorageErrorKind,
+    source: Box<dyn std::error::Error + Send + Sync + 'static>,
+}
+
+/// What kind of store failure a [`StorageError`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StorageErrorKind {
+    /// Reading or writing the store's files (or its network) failed.
+    Io,
+    /// Stored data failed its checksum or does not parse.
+    Corruption,
+    /// Another process holds the store.
+    Locked,
+    /// The store refused an argument (a bad option, a restore it cannot take).
+    InvalidArgument,
+    /// The store is out of reach for now (a cluster without a quorum, a timeout); the
+    /// operation's outcome may be unknown.
+    Unavailable,
+    /// Anything else.
+    Other,
+}
+
+impl StorageError {
+    /// A store failure of `kind` caused by `source`.
+    pub fn new(
+        kind: StorageErrorKind,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync + 'static>>,
+    ) -> Self {
+        StorageError { kind, source: source.into() }
+    }
+
+    /// What kind of failure this is.
+    pub fn kind(&self) -> StorageErrorKind {
+        self.kind
+    }
+
+    /// The store's own error, if it is a `T`.
+    pub fn downcast_ref<T: std::error::Error + 'static>(&self) -> Option<&T> {
+        self.source.downcast_ref::<T>()
+    }
+}
+
+impl fmt::Display for StorageError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.source, f)
+    }
+}
+
+impl std::error::Error for StorageError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&*self.source)
     }
 }

@@ -232,7 +232,7 @@ fn decode_parts_into(bytes: &[u8], mut offset: usize, parts: &mut Vec<KeyPart>) 
 /// them again for every key, which saves the escape scan and UTF-8 check of every shared
 /// string part.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct DecodedPrefix {
+pub struct DecodedPrefix {
     /// The encoding of `parts`: the start of the prefix it was made from.
     bytes: Vec<u8>,
     parts: Vec<KeyPart>,
@@ -241,7 +241,7 @@ pub(crate) struct DecodedPrefix {
 impl DecodedPrefix {
     /// Decodes the longest run of whole parts at the start of `prefix` (a part cut off by
     /// the prefix's end, or one that does not decode, ends the run).
-    pub(crate) fn new(prefix: &[u8]) -> DecodedPrefix {
+    pub fn new(prefix: &[u8]) -> DecodedPrefix {
         let mut parts = Vec::new();
         let mut offset = 0;
         while let Ok(used) = decode_part_into(prefix, offset, &mut parts) {
@@ -264,14 +264,14 @@ impl DecodedPrefix {
 
     /// An empty vector with room for the parts of a key with two parts after the prefix's.
     #[inline]
-    pub(crate) fn parts_buffer(&self) -> Vec<KeyPart> {
+    pub fn parts_buffer(&self) -> Vec<KeyPart> {
         Vec::with_capacity(self.parts.len() + 2)
     }
 
     /// [`DecodedPrefix::decode`] into `parts` (empty on entry): the caller builds the key
     /// around the vector, which spares a `Result<Key, _>` moved through the stack per key.
     #[inline]
-    pub(crate) fn decode_into(&self, key: &[u8], parts: &mut Vec<KeyPart>) -> Result<(), KeyError> {
+    pub fn decode_into(&self, key: &[u8], parts: &mut Vec<KeyPart>) -> Result<(), KeyError> {
         let reusable = !self.parts.is_empty()
             && key.starts_with(&self.bytes)
             && key.get(self.bytes.len()) != Some(&0xFF);

@@ -195,7 +195,7 @@ impl FromStr for KvBigInt {
     /// [`KvBigInt::from_sign_magnitude`]).
     ///
     /// ```
-    /// use stampkv::{KvBigInt, ParseBigIntError};
+    /// use stampkv_model::{KvBigInt, ParseBigIntError};
     ///
     /// let n: KvBigInt = "-340282366920938463463374607431768211456".parse()?;
     /// assert_eq!(n.to_string(), "-340282366920938463463374607431768211456");

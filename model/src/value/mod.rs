@@ -159,7 +159,7 @@ impl KvValue {
         }
     }
 
-    /// The engine's stored form: the encoding byte followed by the data.
+    /// The stored form (every store keeps values in it): the encoding byte followed by the data.
     pub fn encode_stored(&self) -> Vec<u8> {
         let data: &[u8] = match self {
             KvValue::V8(bytes) | KvValue::Bytes(bytes) => bytes,
