@@ -14,7 +14,7 @@
 
 use stampkv::{key, Consistency, Key, Kv, KvOptions, KvValue};
 use stampkv_client::{ConnectOptions, RemoteKv, Retry};
-use stampkv_proto as proto;
+use stampkv_kvconnect as proto;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};

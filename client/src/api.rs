@@ -3,10 +3,10 @@
 use crate::convert::{entry_from_proto, point_range, point_read_key};
 use crate::watch::WatchStream;
 use crate::{RemoteAtomic, RemoteError, RemoteKv};
+use stampkv_kvconnect as proto;
 use stampkv_model::{
     Consistency, FromKvValue, Key, KvEntryMaybe, KvError, Limits, SetOptions, ToKvValue, Versionstamp,
 };
-use stampkv_proto as proto;
 
 impl RemoteKv {
     /// Reads one key, strongly consistent.

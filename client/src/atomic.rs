@@ -3,10 +3,10 @@
 
 use crate::convert::{value_size, value_to_proto, versionstamp};
 use crate::{RemoteError, RemoteKv};
+use stampkv_kvconnect as proto;
 use stampkv_model::{
     CommitResult, Key, KvEntryMaybe, KvError, KvValue, Limits, SetOptions, ToKvValue, Versionstamp,
 };
-use stampkv_proto as proto;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// An atomic operation on a [`RemoteKv`]: checks, then mutations applied in order, all or

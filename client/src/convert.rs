@@ -2,8 +2,8 @@
 //! keys checked against Deno's size limits.
 
 use crate::RemoteError;
+use stampkv_kvconnect as proto;
 use stampkv_model::{Key, KvError, KvValue, Limits, Versionstamp};
-use stampkv_proto as proto;
 
 /// Decodes an entry: its key, value and versionstamp.
 pub(crate) fn entry_from_proto(entry: proto::KvEntry) -> Result<(Key, KvValue, Versionstamp), RemoteError> {
@@ -22,28 +22,19 @@ pub(crate) fn versionstamp(bytes: &[u8]) -> Result<Versionstamp, RemoteError> {
     Ok(Versionstamp(stamp))
 }
 
-/// A value's data in its encoding.
+/// A value as received.
 pub(crate) fn value_from_proto(data: Vec<u8>, encoding: i32) -> Result<KvValue, RemoteError> {
-    match encoding {
-        proto::VE_V8 => Ok(KvValue::V8(data)),
-        proto::VE_LE64 => {
-            let bytes: [u8; 8] = data.as_slice().try_into().map_err(|_| {
-                RemoteError::Decode(format!("a KvU64 value must be 8 bytes, not {}", data.len()))
-            })?;
-            Ok(KvValue::U64(u64::from_le_bytes(bytes)))
+    proto::value_from_proto(data, encoding).map_err(|e| match e {
+        proto::InvalidEncoding::Unknown(n) => RemoteError::UnknownEncoding(n),
+        proto::InvalidEncoding::U64Length(n) => {
+            RemoteError::Decode(format!("a KvU64 value must be 8 bytes, not {n}"))
         }
-        proto::VE_BYTES => Ok(KvValue::Bytes(data)),
-        other => Err(RemoteError::UnknownEncoding(other)),
-    }
+    })
 }
 
 /// A value as sent.
 pub(crate) fn value_to_proto(value: &KvValue) -> proto::KvValue {
-    match value {
-        KvValue::V8(data) => proto::KvValue { data: data.clone(), encoding: proto::VE_V8 },
-        KvValue::U64(n) => proto::KvValue { data: n.to_le_bytes().to_vec(), encoding: proto::VE_LE64 },
-        KvValue::Bytes(data) => proto::KvValue { data: data.clone(), encoding: proto::VE_BYTES },
-    }
+    proto::value_to_proto(value.clone())
 }
 
 /// The size a value counts for in the limits: its data (a `KvU64` counts 8).

@@ -31,7 +31,7 @@
 //! `stampkv::Kv` and checks Deno's limits before sending, with Deno's error texts. The raw
 //! layer ([`RemoteKv::snapshot_read_raw`], [`RemoteKv::atomic_write_raw`],
 //! [`RemoteKv::watch_raw`]) sends and returns the protocol's messages
-//! ([`stampkv_proto`]) as they are, for programs that forward them.
+//! ([`stampkv_kvconnect`]) as they are, for programs that forward them.
 //!
 //! **Endpoints**, chosen as the `@deno/kv` npm client chooses them: strong reads and atomic
 //! writes go to the first `strong` endpoint of the metadata; eventual reads and watches to
@@ -67,6 +67,6 @@ pub use error::RemoteError;
 pub use list::RemoteList;
 pub use options::{ConnectOptions, Retry};
 pub use remote::RemoteKv;
-pub use stampkv_proto as proto;
+pub use stampkv_kvconnect as proto;
 pub use stats::ClientStats;
 pub use watch::{RawWatchStream, WatchStream};

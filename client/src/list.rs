@@ -11,10 +11,10 @@ use crate::{RemoteError, RemoteKv};
 use base64::engine::general_purpose::URL_SAFE;
 use base64::Engine;
 use futures_util::stream::Stream;
+use stampkv_kvconnect as proto;
 use stampkv_model::{
     Consistency, FromKvValue, Key, KvEntry, KvError, KvValue, Limits, ListOptions, Selector, Versionstamp,
 };
-use stampkv_proto as proto;
 use std::collections::VecDeque;
 use std::marker::PhantomData;
 

@@ -122,7 +122,7 @@ fn metadata(fake: &Fake, headers: &HeaderMap) -> Response {
         "databaseId": fake.database_id.lock().unwrap().clone(),
         "endpoints": endpoints,
         "token": DATA_TOKEN,
-        "expiresAt": stampkv_server::rfc3339(expires),
+        "expiresAt": stampkv_server::proto::http::rfc3339(expires),
     });
     ([("content-type", "application/json")], body.to_string()).into_response()
 }

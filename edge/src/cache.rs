@@ -58,14 +58,14 @@ impl RangeKey {
     }
 
     /// The range as KV Connect sends it (`limit` 1 for a point).
-    pub fn to_proto(&self) -> stampkv_proto::ReadRange {
+    pub fn to_proto(&self) -> stampkv_kvconnect::ReadRange {
         match self {
             RangeKey::Point(key) => {
                 let mut end = key.clone();
                 end.push(0);
-                stampkv_proto::ReadRange { start: key.clone(), end, limit: 1, reverse: false }
+                stampkv_kvconnect::ReadRange { start: key.clone(), end, limit: 1, reverse: false }
             }
-            RangeKey::Range { start, end, limit, reverse } => stampkv_proto::ReadRange {
+            RangeKey::Range { start, end, limit, reverse } => stampkv_kvconnect::ReadRange {
                 start: start.clone(),
                 end: end.clone(),
                 limit: *limit,
@@ -103,7 +103,7 @@ impl RangeKey {
 /// The key of the last entry of an encoded `ReadRangeOutput`.
 fn last_key(body: &Bytes) -> Option<Vec<u8>> {
     use prost::Message;
-    let output = stampkv_proto::ReadRangeOutput::decode(body.clone()).ok()?;
+    let output = stampkv_kvconnect::ReadRangeOutput::decode(body.clone()).ok()?;
     output.values.last().map(|entry| entry.key.clone())
 }
 
@@ -488,14 +488,14 @@ mod tests {
         let found = |keys: &[&[u8]]| {
             let values = keys
                 .iter()
-                .map(|k| stampkv_proto::KvEntry {
+                .map(|k| stampkv_kvconnect::KvEntry {
                     key: k.to_vec(),
                     value: vec![],
                     encoding: 3,
                     versionstamp: vec![0; 10],
                 })
                 .collect();
-            let body = Bytes::from(stampkv_proto::ReadRangeOutput { values }.encode_to_vec());
+            let body = Bytes::from(stampkv_kvconnect::ReadRangeOutput { values }.encode_to_vec());
             Answer { body, entries: keys.len(), fetched_at: Instant::now() }
         };
         // `@deno/kv`'s get: from the key to 0xFF, limit 1, and the key exists.

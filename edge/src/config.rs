@@ -1,7 +1,7 @@
 //! What an operator tunes: where the upstream is, the tokens, the cache's lifetime and size,
 //! refresh-ahead, serving stale copies while the upstream is down, push mode.
 
-use stampkv_server::NetConfig;
+use stampkv_kvconnect::http::NetConfig;
 use std::time::Duration;
 
 /// How an edge is configured.

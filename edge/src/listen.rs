@@ -7,8 +7,8 @@ use axum::http::{header, HeaderMap};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
-use stampkv_server::request::check_token;
-use stampkv_server::{method_not_allowed, not_found};
+use stampkv_kvconnect::http::check_token;
+use stampkv_kvconnect::http::{method_not_allowed, not_found};
 use std::future::Future;
 use std::sync::Arc;
 use tokio::net::TcpListener;
@@ -52,7 +52,8 @@ pub async fn serve(
     let pusher = edge.config.push.then(|| tokio::spawn(push::run(edge.clone())));
     let net = edge.config.net.clone();
     let stopping = edge.stopping.clone();
-    let result = stampkv_server::serve_router(listener, router(edge), &net, stopping, shutdown).await;
+    let result =
+        stampkv_kvconnect::http::serve_router(listener, router(edge), &net, stopping, shutdown).await;
     if let Some(pusher) = pusher {
         pusher.abort();
     }

@@ -7,8 +7,8 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::http::{header, HeaderMap};
 use axum::response::{IntoResponse, Response};
-use stampkv_server::request::{check_token, checked_body};
-use stampkv_server::{negotiate_version, rfc3339, version1_host};
+use stampkv_kvconnect::http::{check_token, checked_body};
+use stampkv_kvconnect::http::{negotiate_version, rfc3339, version1_host};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 

@@ -92,7 +92,7 @@ async fn follow_group(edge: Arc<Edge>, keys: Vec<Vec<u8>>) {
         if let Ok(mut stream) = edge.upstream.watch_raw(keys.clone()).await {
             edge.metrics.upstream_watches.add(1);
             while let Some(Ok(output)) = stream.next().await {
-                if output.status != stampkv_proto::SR_SUCCESS || output.keys.len() != keys.len() {
+                if output.status != stampkv_kvconnect::SR_SUCCESS || output.keys.len() != keys.len() {
                     continue;
                 }
                 delay = Duration::from_millis(100);

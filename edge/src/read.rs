@@ -7,11 +7,11 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use stampkv::Consistency;
 use stampkv_client::RemoteError;
-use stampkv_proto as proto;
-use stampkv_server::request::{check_data_path, checked_body, decode, protobuf};
-use stampkv_server::{check_read, HttpError};
+use stampkv_kvconnect as proto;
+use stampkv_kvconnect::http::{check_data_path, checked_body, decode, protobuf};
+use stampkv_kvconnect::http::{check_read, HttpError};
+use stampkv_model::Consistency;
 use std::sync::Arc;
 use std::time::Instant;
 

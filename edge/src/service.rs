@@ -10,7 +10,7 @@ use crate::watch::WatchHub;
 use crate::wire;
 use parking_lot::Mutex;
 use stampkv_client::{ConnectOptions, RemoteError, RemoteKv, Retry};
-use stampkv_proto as proto;
+use stampkv_kvconnect as proto;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;

@@ -16,11 +16,11 @@ use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
 use parking_lot::Mutex;
 use stampkv_client::RemoteError;
-use stampkv_proto as proto;
-use stampkv_proto::frame::{encode_frame, PING};
-use stampkv_server::request::{check_data_path, checked_body, decode};
-use stampkv_server::watch::{MAX_WATCHED_KEYS, TOO_MANY_WATCHED_KEYS};
-use stampkv_server::{Connection, HttpError, MAX_READ_KEY_BYTES};
+use stampkv_kvconnect as proto;
+use stampkv_kvconnect::frame::{encode_frame, PING};
+use stampkv_kvconnect::http::{check_data_path, checked_body, decode};
+use stampkv_kvconnect::http::{Connection, HttpError, MAX_READ_KEY_BYTES};
+use stampkv_kvconnect::http::{MAX_WATCHED_KEYS, TOO_MANY_WATCHED_KEYS};
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::sync::atomic::Ordering;
@@ -95,7 +95,7 @@ impl SharedWatch {
     /// Takes in one upstream frame (whole, or with unchanged keys left out as `denokv`
     /// sends them): updates the kept state and the edge's cache, and sends the clients the
     /// whole kept state if anything changed (every key `changed` with its entry, the shape
-    /// every client reads right; see `stampkv_server::watch`).
+    /// every client reads right; see `stampkv_kvconnect::http::watch`).
     fn take_in(&self, edge: &Edge, output: proto::WatchOutput) {
         if output.status != proto::SR_SUCCESS || output.keys.len() != self.keys.len() {
             return;
@@ -250,7 +250,8 @@ async fn watch_inner(
         if key.key.len() > MAX_READ_KEY_BYTES {
             return Err(HttpError::bad("A key exceeds the key size limit."));
         }
-        stampkv::Key::decode(&key.key).map_err(|e| HttpError::bad(format!("Invalid watch key: {e}.")))?;
+        stampkv_model::Key::decode(&key.key)
+            .map_err(|e| HttpError::bad(format!("Invalid watch key: {e}.")))?;
         keys.push(key.key);
     }
     if edge.stopping.is_cancelled() {

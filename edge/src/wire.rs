@@ -4,7 +4,7 @@
 use crate::cache::Answer;
 use bytes::{BufMut, Bytes, BytesMut};
 use prost::Message;
-use stampkv_proto as proto;
+use stampkv_kvconnect as proto;
 use std::time::Instant;
 
 /// `SnapshotReadOutput.ranges` is field 1, length-delimited: tag byte `1 << 3 | 2`.

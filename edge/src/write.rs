@@ -7,8 +7,8 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::Response;
-use stampkv_proto as proto;
-use stampkv_server::request::{check_data_path, checked_body, decode, protobuf};
+use stampkv_kvconnect as proto;
+use stampkv_kvconnect::http::{check_data_path, checked_body, decode, protobuf};
 use std::sync::Arc;
 
 /// `POST /v2/atomic_write` (and `/eventual/atomic_write`).

@@ -14,7 +14,7 @@ use futures_util::StreamExt;
 use stampkv::{key, Consistency, Key, Kv, KvOptions, KvValue};
 use stampkv_client::{ConnectOptions, RemoteKv};
 use stampkv_edge::{serve as serve_edge, Edge, EdgeConfig};
-use stampkv_proto as proto;
+use stampkv_kvconnect as proto;
 use stampkv_server::{serve, Config, Server};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -1,48 +1,9 @@
-//! Error answers (status and plain-text body), the mapping from database errors, and the
-//! bridge that runs blocking database calls off the async runtime.
+//! The mapping from database errors to error answers, and the bridge that runs blocking database calls off the async runtime.
 
 use crate::service::Server;
-use axum::http::{header, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::http::StatusCode;
 use stampkv::KvError;
-
-/// An error answer: a status and a plain-text body.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HttpError {
-    /// The status.
-    pub status: StatusCode,
-    /// The body.
-    pub text: String,
-}
-
-pub(crate) fn bad(text: impl Into<String>) -> HttpError {
-    HttpError::bad(text)
-}
-
-pub(crate) fn unavailable() -> HttpError {
-    HttpError::unavailable()
-}
-
-impl HttpError {
-    /// A 400 with `text`.
-    pub fn bad(text: impl Into<String>) -> HttpError {
-        HttpError { status: StatusCode::BAD_REQUEST, text: text.into() }
-    }
-
-    /// The reference server's 503: `The server is temporarially unavailable, try again later.`
-    pub fn unavailable() -> HttpError {
-        HttpError {
-            status: StatusCode::SERVICE_UNAVAILABLE,
-            text: "The server is temporarially unavailable, try again later.".into(),
-        }
-    }
-}
-
-impl IntoResponse for HttpError {
-    fn into_response(self) -> Response {
-        (self.status, [(header::CONTENT_TYPE, "text/plain; charset=utf-8")], self.text).into_response()
-    }
-}
+pub(crate) use stampkv_kvconnect::http::{bad, unavailable, HttpError};
 
 /// The answer to a `KvError` from the database: the reference server's texts for the
 /// limits, Deno's text (a 400) for everything the request did wrong, 503 once closed.
@@ -62,7 +23,7 @@ pub(crate) fn kv_error(e: KvError) -> HttpError {
         KvError::TotalMutationSizeTooLarge { .. } | KvError::TotalKeySizeTooLarge { .. } => {
             bad("The total size of the atomic write is too large.")
         }
-        KvError::TooManyWatchedKeys { .. } => bad(crate::watch::TOO_MANY_WATCHED_KEYS),
+        KvError::TooManyWatchedKeys { .. } => bad(stampkv_kvconnect::http::TOO_MANY_WATCHED_KEYS),
         other => bad(other.to_string()),
     }
 }

@@ -18,33 +18,19 @@
 //! to listen to a queue, so a message could never be delivered to a remote client.
 
 mod config;
-mod connections;
 mod errors;
-mod listen;
-pub mod logging;
 mod metadata;
 pub mod metrics;
-pub use stampkv_proto as proto;
 mod read;
-pub mod request;
+mod request;
+mod routes;
 mod service;
 pub mod watch;
 mod write;
 
-pub use config::{database_id_for, Config, ConfigError, NetConfig};
-pub use connections::{Connection, ConnectionWatchSlot};
-pub use errors::HttpError;
-pub use listen::{method_not_allowed, metrics_router, not_found, router, serve, serve_router};
-pub use metadata::{negotiate_version, rfc3339, version1_host};
-pub use metrics::Metrics;
-pub use read::check_read;
-pub use service::Server;
+pub use stampkv_kvconnect as proto;
 
-/// Most ranges one `snapshot_read` may ask for (Deno's `getMany` sends at most 10).
-pub const MAX_READ_RANGES: usize = 10;
-/// Largest `limit` of one read range (Deno's largest list batch).
-pub const MAX_READ_LIMIT: i32 = 1000;
-/// Most entries one `snapshot_read` may ask for, all its ranges together (Deno's limit).
-pub const MAX_READ_ENTRIES: usize = 1000;
-/// Longest encoded key a read range may carry as start or end (Deno's read key limit).
-pub const MAX_READ_KEY_BYTES: usize = 2049;
+pub use config::{database_id_for, Config, ConfigError, NetConfig};
+pub use metrics::Metrics;
+pub use routes::{metrics_router, router, serve};
+pub use service::Server;

@@ -20,7 +20,6 @@
 //! end a watch (clients reconnect when a stream ends), so it stays open like a watch whose
 //! keys never change.
 
-use crate::connections::Connection;
 use crate::errors::{bad, kv_error, HttpError};
 use crate::proto;
 use crate::read::entry_proto;
@@ -34,6 +33,7 @@ use axum::response::{IntoResponse, Response};
 use parking_lot::Mutex;
 use stampkv::remote::RawEntry;
 use stampkv::{Key, WatchPoll};
+use stampkv_kvconnect::http::{Connection, ConnectionWatchSlot, MAX_WATCHED_KEYS, TOO_MANY_WATCHED_KEYS};
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -41,10 +41,6 @@ use std::time::Duration;
 use tokio::sync::{watch as channel, Notify, OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
-/// The text of a watch naming more keys than Deno allows (the edge answers the same).
-pub const TOO_MANY_WATCHED_KEYS: &str = "Too many keys in one watch (max 10).";
-/// Most keys one watch may name (Deno's limit).
-pub const MAX_WATCHED_KEYS: usize = 10;
 /// Longest sleep while an expiry is pending (the database's clock may jump in tests).
 const EXPIRY_POLL: Duration = Duration::from_secs(1);
 
@@ -280,7 +276,7 @@ struct Stream {
     latest: channel::Receiver<Latest>,
     ping: tokio::time::Interval,
     stopping: CancellationToken,
-    _slots: (OwnedSemaphorePermit, Option<crate::connections::ConnectionWatchSlot>),
+    _slots: (OwnedSemaphorePermit, Option<ConnectionWatchSlot>),
     /// The sender of a channel of the stream's own (the empty watch).
     _keep_open: Option<channel::Sender<Latest>>,
 }

@@ -18,16 +18,7 @@ pub(crate) fn decode_key(bytes: &[u8], what: &str) -> Result<Key, HttpError> {
 
 fn decode_value(value: Option<proto::KvValue>) -> Result<KvValue, HttpError> {
     let value = value.ok_or_else(|| bad("Invalid mutation kind or arguments."))?;
-    match value.encoding {
-        proto::VE_V8 => Ok(KvValue::V8(value.data)),
-        proto::VE_LE64 => {
-            let bytes: [u8; 8] =
-                value.data.try_into().map_err(|_| bad("A KvU64 value (encoding 2) must be 8 bytes."))?;
-            Ok(KvValue::U64(u64::from_le_bytes(bytes)))
-        }
-        proto::VE_BYTES => Ok(KvValue::Bytes(value.data)),
-        other => Err(bad(format!("Unknown value encoding {other}."))),
-    }
+    proto::value_from_proto(value.data, value.encoding).map_err(|e| bad(e.to_string()))
 }
 
 /// An atomic write decoded and validated: checks, then mutations with their expiry.

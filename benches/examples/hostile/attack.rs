@@ -4,7 +4,7 @@
 
 use crate::kvc::{Conn, Target, TOKEN};
 use prost::Message;
-use stampkv_proto as proto;
+use stampkv_kvconnect as proto;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};

@@ -56,7 +56,7 @@ pub fn run(args: EdgeArgs) -> Result<(), CliError> {
 }
 
 fn edge_until_signal(args: EdgeArgs) -> Result<(), String> {
-    stampkv_server::logging::init();
+    stampkv_kvconnect::http::logging::init();
     let token = super::serve::required_token(args.access_token)?;
     if !(0.0..=1.0).contains(&args.refresh_ahead) {
         return Err(format!("--refresh-ahead must be between 0 and 1, not {}", args.refresh_ahead));

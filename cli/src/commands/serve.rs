@@ -142,7 +142,7 @@ pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, String> {
 }
 
 fn serve_until_signal(args: ServeArgs) -> Result<(), String> {
-    stampkv_server::logging::init();
+    stampkv_kvconnect::http::logging::init();
     let token = required_token(args.access_token)?;
     let mut config = Config::new(token.clone());
     config.net = args.net.config(token);
@@ -178,8 +178,14 @@ fn serve_until_signal(args: ServeArgs) -> Result<(), String> {
             let stopping = server.stopping_token();
             tokio::spawn(async move {
                 let stopped = stopping.clone();
-                let _ = stampkv_server::serve_router(metrics, app, &net, stopping, stopped.cancelled_owned())
-                    .await;
+                let _ = stampkv_kvconnect::http::serve_router(
+                    metrics,
+                    app,
+                    &net,
+                    stopping,
+                    stopped.cancelled_owned(),
+                )
+                .await;
             });
         }
         tracing::info!(

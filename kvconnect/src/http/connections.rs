@@ -1,7 +1,7 @@
 //! The open connections: how many there may be, which one is idle, and what each holds.
 //!
 //! Every accepted connection gets a [`Connection`] record in the [`ConnectionTable`]. The
-//! request wrapper of [`crate::listen`] counts the requests in flight on it (a request is
+//! request wrapper of [`super::serve_router`] counts the requests in flight on it (a request is
 //! in flight until its answer's body has been sent or dropped, so a watch stream keeps its
 //! connection busy) and the time of its last activity. From these the table decides:
 //! - **admission**: at `max_connections`, a new connection takes the place of the one idle

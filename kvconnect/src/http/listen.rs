@@ -1,18 +1,10 @@
-//! The routes and the accept loop: HTTP/1.1 and HTTP/2 on one listener, a bounded table of
+//! The accept loop of every front end: HTTP/1.1 and HTTP/2 on one listener, a bounded table of
 //! connections with idle timeouts, accept errors backed off, and a graceful shutdown with
 //! a time limit.
 
-use crate::config::NetConfig;
-use crate::connections::{Connection, ConnectionTable};
-use crate::errors::HttpError;
-use crate::request::check_token;
-use crate::service::Server;
-use crate::{metadata, read, watch, write};
+use super::config::NetConfig;
+use super::connections::{Connection, ConnectionTable};
 use axum::body::Body;
-use axum::extract::{Request, State};
-use axum::http::{header, HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
 use axum::Router;
 use http_body_util::BodyExt;
 use std::future::Future;
@@ -22,48 +14,6 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower::ServiceExt;
-
-/// The routes: `POST /`, `POST /v2/{snapshot_read,atomic_write,watch}`, `GET /metrics`
-/// (with the bearer token).
-pub fn router(server: Arc<Server>) -> Router {
-    Router::new()
-        .route("/", post(metadata::metadata))
-        .route("/v2/snapshot_read", post(read::snapshot_read))
-        .route("/v2/atomic_write", post(write::atomic_write))
-        .route("/v2/watch", post(watch::watch))
-        .route("/metrics", get(metrics))
-        .fallback(not_found)
-        .method_not_allowed_fallback(method_not_allowed)
-        .with_state(server)
-}
-
-/// The routes of the optional metrics-only listener (`--metrics-addr`): `GET /metrics`
-/// without a token, meant for an address only operators reach.
-pub fn metrics_router(server: Arc<Server>) -> Router {
-    Router::new().route("/metrics", get(open_metrics)).fallback(not_found).with_state(server)
-}
-
-/// The 404 answer of every front end.
-pub async fn not_found() -> HttpError {
-    HttpError { status: StatusCode::NOT_FOUND, text: "Resource not found.".into() }
-}
-
-/// The 405 answer of every front end.
-pub async fn method_not_allowed() -> HttpError {
-    HttpError { status: StatusCode::METHOD_NOT_ALLOWED, text: "Method not allowed.".into() }
-}
-
-/// Serves `server` on `listener` until `shutdown` resolves; then ends the watch streams,
-/// lets in-flight requests finish (at most the configured grace) and returns. The caller
-/// closes the database.
-pub async fn serve(
-    listener: TcpListener,
-    server: Arc<Server>,
-    shutdown: impl Future<Output = ()> + Send,
-) -> std::io::Result<()> {
-    let app = router(server.clone());
-    serve_router(listener, app, &server.config.net, server.stopping.clone(), shutdown).await
-}
 
 /// Serves `app` on `listener` (HTTP/1.1 and HTTP/2 without TLS, `TCP_NODELAY`) with the
 /// limits of `net` until `shutdown` resolves; then cancels `stopping` (long streams watch
@@ -250,20 +200,4 @@ impl AcceptErrors {
             self.last_logged = None;
         }
     }
-}
-
-/// `GET /metrics` on the main address: needs the bearer token.
-async fn metrics(State(server): State<Arc<Server>>, headers: HeaderMap, _request: Request) -> Response {
-    if let Err(e) = check_token(&server.config.net.access_token, &headers) {
-        server.metrics.request("metrics", e.status.as_u16());
-        return e.into_response();
-    }
-    open_metrics(State(server)).await
-}
-
-async fn open_metrics(State(server): State<Arc<Server>>) -> Response {
-    let stats = server.kv.engine().stats();
-    let text = server.metrics.render(server.watches.open(), server.watches.shared(), &stats);
-    server.metrics.request("metrics", 200);
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }

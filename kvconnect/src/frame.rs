@@ -3,8 +3,8 @@
 //! of length 0 is a keep-alive ping and carries no message.
 //!
 //! ```
-//! use stampkv_proto::frame::{encode_frame, FrameDecoder, PING};
-//! use stampkv_proto::{WatchOutput, SR_SUCCESS};
+//! use stampkv_kvconnect::frame::{encode_frame, FrameDecoder, PING};
+//! use stampkv_kvconnect::{WatchOutput, SR_SUCCESS};
 //!
 //! let output = WatchOutput { status: SR_SUCCESS, keys: vec![] };
 //! let mut decoder = FrameDecoder::new();

@@ -1,0 +1,62 @@
+//! The server's routes, its serving entry point and its metrics endpoints.
+
+use crate::request::check_token;
+use crate::service::Server;
+use crate::{metadata, read, watch, write};
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderMap};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use stampkv_kvconnect::http::{method_not_allowed, not_found, serve_router};
+use std::future::Future;
+use std::sync::Arc;
+use tokio::net::TcpListener;
+
+/// The routes: `POST /`, `POST /v2/{snapshot_read,atomic_write,watch}`, `GET /metrics`
+/// (with the bearer token).
+pub fn router(server: Arc<Server>) -> Router {
+    Router::new()
+        .route("/", post(metadata::metadata))
+        .route("/v2/snapshot_read", post(read::snapshot_read))
+        .route("/v2/atomic_write", post(write::atomic_write))
+        .route("/v2/watch", post(watch::watch))
+        .route("/metrics", get(metrics))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .with_state(server)
+}
+
+/// The routes of the optional metrics-only listener (`--metrics-addr`): `GET /metrics`
+/// without a token, meant for an address only operators reach.
+pub fn metrics_router(server: Arc<Server>) -> Router {
+    Router::new().route("/metrics", get(open_metrics)).fallback(not_found).with_state(server)
+}
+
+/// Serves `server` on `listener` until `shutdown` resolves; then ends the watch streams,
+/// lets in-flight requests finish (at most the configured grace) and returns. The caller
+/// closes the database.
+pub async fn serve(
+    listener: TcpListener,
+    server: Arc<Server>,
+    shutdown: impl Future<Output = ()> + Send,
+) -> std::io::Result<()> {
+    let app = router(server.clone());
+    serve_router(listener, app, &server.config.net, server.stopping.clone(), shutdown).await
+}
+
+/// `GET /metrics` on the main address: needs the bearer token.
+async fn metrics(State(server): State<Arc<Server>>, headers: HeaderMap, _request: Request) -> Response {
+    if let Err(e) = check_token(&server.config.net.access_token, &headers) {
+        server.metrics.request("metrics", e.status.as_u16());
+        return e.into_response();
+    }
+    open_metrics(State(server)).await
+}
+
+async fn open_metrics(State(server): State<Arc<Server>>) -> Response {
+    let stats = server.kv.engine().stats();
+    let text = server.metrics.render(server.watches.open(), server.watches.shared(), &stats);
+    server.metrics.request("metrics", 200);
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
+}
