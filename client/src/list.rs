@@ -8,10 +8,9 @@
 
 use crate::convert::entry_from_proto;
 use crate::{RemoteError, RemoteKv};
-use base64::engine::general_purpose::URL_SAFE;
-use base64::Engine;
 use futures_util::stream::Stream;
 use stampkv_kvconnect as proto;
+use stampkv_model::select::{apply_cursor, encode_cursor, resolve_selector, ResolvedRange};
 use stampkv_model::{
     Consistency, FromKvValue, Key, KvEntry, KvError, KvValue, Limits, ListOptions, Selector, Versionstamp,
 };
@@ -66,23 +65,9 @@ impl RemoteKv {
         if options.batch_size == Some(0) {
             return Err(KvError::InvalidBatchSize { received: 0 }.into());
         }
-        let (mut start, mut end, common_prefix) = resolve_selector(selector)?;
-        if let Some(cursor) = options.cursor.as_deref().filter(|c| !c.is_empty()) {
-            let suffix = URL_SAFE.decode(cursor).map_err(|_| KvError::InvalidCursor)?;
-            let mut position = common_prefix.clone();
-            position.extend_from_slice(&suffix);
-            if options.reverse {
-                end = position;
-            } else {
-                position.push(0);
-                start = position;
-            }
-            let explicit_start = selector.start.as_ref().map(Key::encode).transpose()?;
-            let explicit_end = selector.end.as_ref().map(Key::encode).transpose()?;
-            if explicit_start.is_some_and(|s| start < s) || explicit_end.is_some_and(|e| end > e) {
-                return Err(KvError::CursorOutOfBounds.into());
-            }
-        }
+        let mut range = resolve_selector(selector)?;
+        apply_cursor(&mut range, selector, options.cursor.as_deref().unwrap_or(""), options.reverse)?;
+        let ResolvedRange { start, end, common_prefix } = range;
         let max_read = limits.max_read_key_bytes;
         if start.len() > max_read || end.len() > max_read {
             return Err(KvError::KeyTooLargeForRead { max: max_read }.into());
@@ -153,7 +138,7 @@ impl<T: FromKvValue> RemoteList<T> {
             return Ok(String::new());
         }
         let last = self.last_key.as_deref().unwrap_or(&[]);
-        Ok(URL_SAFE.encode(last.get(self.common_prefix.len()..).unwrap_or(&[])))
+        Ok(encode_cursor(&self.common_prefix, last))
     }
 
     /// Every remaining entry.
@@ -212,52 +197,6 @@ impl<T: FromKvValue> RemoteList<T> {
     }
 }
 
-fn with_byte(bytes: &[u8], byte: u8) -> Vec<u8> {
-    let mut out = bytes.to_vec();
-    out.push(byte);
-    out
-}
-
-fn key_in_prefix(key: &[u8], prefix: &[u8]) -> bool {
-    key.len() > prefix.len() && key.starts_with(prefix)
-}
-
-/// A range's start (included), end (excluded) and the common prefix of its cursors.
-type Resolved = (Vec<u8>, Vec<u8>, Vec<u8>);
-
-/// A selector's range and common prefix, validated as Deno does.
-fn resolve_selector(selector: &Selector) -> Result<Resolved, RemoteError> {
-    let encode = |key: &Option<Key>| key.as_ref().map(Key::encode).transpose();
-    let (prefix, start, end) = (encode(&selector.prefix)?, encode(&selector.start)?, encode(&selector.end)?);
-    match (prefix, start, end) {
-        (Some(_), Some(_), Some(_)) => Err(KvError::InvalidList(
-            "Selector can not specify both 'start' and 'end' key when specifying 'prefix'",
-        )
-        .into()),
-        (Some(prefix), start, end) => {
-            if start.as_ref().is_some_and(|s| !key_in_prefix(s, &prefix)) {
-                return Err(KvError::InvalidList("Start key is not in the keyspace defined by prefix").into());
-            }
-            if end.as_ref().is_some_and(|e| !key_in_prefix(e, &prefix)) {
-                return Err(KvError::InvalidList("End key is not in the keyspace defined by prefix").into());
-            }
-            let start = start.unwrap_or_else(|| with_byte(&prefix, 0x00));
-            let end = end.unwrap_or_else(|| with_byte(&prefix, 0xFF));
-            Ok((start, end, prefix))
-        }
-        (None, Some(start), Some(end)) => {
-            if start > end {
-                return Err(KvError::InvalidList("Start key is greater than end key").into());
-            }
-            let common = start.iter().zip(&end).take_while(|(a, b)| a == b).count();
-            let prefix = start.get(..common).unwrap_or_default().to_vec();
-            Ok((start, end, prefix))
-        }
-        _ => Err(KvError::InvalidList("Selector must specify either 'prefix' or both 'start' and 'end' key")
-            .into()),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, reason = "test code: a panic is a failed test")]
@@ -267,10 +206,13 @@ mod tests {
 
     #[test]
     fn selectors_resolve_like_deno() {
-        let (start, end, prefix) = resolve_selector(&Selector::prefix(key!["a"])).unwrap();
-        assert_eq!((start, end, prefix), (vec![2, b'a', 0, 0], vec![2, b'a', 0, 0xff], vec![2, b'a', 0]));
-        let (_, _, common) = resolve_selector(&Selector::range(key!["a", 2], key!["c"])).unwrap();
-        assert_eq!(common, vec![2]);
+        let range = resolve_selector(&Selector::prefix(key!["a"])).unwrap();
+        assert_eq!(
+            (range.start, range.end, range.common_prefix),
+            (vec![2, b'a', 0, 0], vec![2, b'a', 0, 0xff], vec![2, b'a', 0])
+        );
+        let range = resolve_selector(&Selector::range(key!["a", 2], key!["c"])).unwrap();
+        assert_eq!(range.common_prefix, vec![2]);
         let text = |s: Selector| resolve_selector(&s).unwrap_err().to_string();
         assert_eq!(
             text(Selector::prefix(key!["a"]).with_start(key!["a"])),
