@@ -10,12 +10,11 @@
 //! versionstamp does not advance.
 
 use crate::queue::{Enqueue, EnqueueOptions, PendingEnqueue};
-use crate::storage_error::from_engine;
+use crate::store::{Abort, CommitOptions, CommitView, EngineStore, Store, WriteSet};
 use crate::{
     CommitResult, InvalidVersionstamp, Key, KeyPart, Kv, KvBigInt, KvEntryMaybe, KvError, KvValue,
     SetOptions, ToKvValue, Value, Versionstamp,
 };
-use stampkv_engine::{LatestView, WriteBatch, WriteOptions};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -70,8 +69,8 @@ pub struct Mutation {
 /// cannot be encoded (`Invalid enqueue`), then the sizes: check and mutation keys, values,
 /// enqueue payloads, the total size and the total key size.
 #[must_use = "an atomic operation does nothing until it is committed"]
-pub struct AtomicOperation<'a> {
-    kv: &'a Kv,
+pub struct AtomicOperation<'a, S: Store = EngineStore> {
+    kv: &'a Kv<S>,
     checks: Vec<PendingCheck>,
     mutations: Vec<Mutation>,
     enqueues: Vec<PendingEnqueue>,
@@ -89,26 +88,8 @@ struct PendingCheck {
     versionstamp: Result<Option<Versionstamp>, InvalidVersionstamp>,
 }
 
-/// Why the engine commit was abandoned.
-enum Abort {
-    CheckFailed,
-    Failed(KvError),
-}
-
-impl From<stampkv_engine::Error> for Abort {
-    fn from(e: stampkv_engine::Error) -> Self {
-        Abort::Failed(from_engine(e))
-    }
-}
-
-impl From<KvError> for Abort {
-    fn from(e: KvError) -> Self {
-        Abort::Failed(e)
-    }
-}
-
-impl<'a> AtomicOperation<'a> {
-    pub(crate) fn new(kv: &'a Kv) -> Self {
+impl<'a, S: Store> AtomicOperation<'a, S> {
+    pub(crate) fn new(kv: &'a Kv<S>) -> Self {
         AtomicOperation {
             kv,
             checks: Vec::new(),
@@ -314,10 +295,10 @@ impl<'a> AtomicOperation<'a> {
             return Err(KvError::TooManyMutations { max: limits.max_mutations });
         }
         let plan = Plan::validate(kv, checks, mutations, &expires_at, enqueues)?;
-        let outcome = kv.inner.db.write_with(WriteOptions::default(), |view| plan.apply(view));
+        let outcome = kv.inner.store.commit(CommitOptions::default(), |view| plan.apply(view));
         match outcome {
             Ok((seq, (versionstamp, touched, queued))) => {
-                // The versionstamp written into the batch is the sequence the engine assigned.
+                // The versionstamp written into the write set is the version the store assigned.
                 if cfg!(any(feature = "invariants", debug_assertions)) {
                     assert_eq!(
                         Versionstamp::from_sequence(seq),
@@ -362,15 +343,15 @@ type Pending = Option<(KvValue, Option<u64>)>;
 
 impl Plan {
     /// Checks every key, value and total against the limits, in Deno's order.
-    fn validate(
-        kv: &Kv,
+    fn validate<S: Store>(
+        kv: &Kv<S>,
         checks: Vec<PendingCheck>,
         mutations: Vec<Mutation>,
         expires_at: &BTreeMap<usize, u64>,
         enqueues: Vec<PendingEnqueue>,
     ) -> Result<Plan, KvError> {
         let limits = &kv.inner.limits;
-        let now_ms = kv.inner.db.clock().now_ms();
+        let now_ms = kv.inner.store.clock().now_ms();
         let mut plan = Plan { checks: Vec::new(), mutations: Vec::new(), enqueues: Vec::new() };
         // 1. Parse checks, then mutations, then enqueues: a malformed check or a key that
         // cannot be encoded fails here, before any key or value size is looked at.
@@ -435,14 +416,14 @@ impl Plan {
     }
 
     /// Evaluates checks and mutations against the latest state; builds the batch.
-    fn apply(&self, view: &LatestView<'_>) -> Result<(WriteBatch, Applied), Abort> {
+    fn apply(&self, view: &dyn CommitView) -> Result<(WriteSet, Applied), Abort> {
         for (key, expected) in &self.checks {
-            let current = view.get(key)?.map(|e| Versionstamp::from_sequence(e.seq));
+            let current = view.get(key)?.map(|e| Versionstamp::from_sequence(e.version));
             if current != *expected {
                 return Err(Abort::CheckFailed);
             }
         }
-        let versionstamp = Versionstamp::from_sequence(view.commit_sequence());
+        let versionstamp = Versionstamp::from_sequence(view.commit_version());
         let now_ms = view.now_ms();
         let mut overlay: BTreeMap<Vec<u8>, Pending> = BTreeMap::new();
         for (key, kind, expiry) in &self.mutations {
@@ -472,7 +453,7 @@ impl Plan {
                 }
             }
         }
-        let mut batch = WriteBatch::new();
+        let mut batch = WriteSet::new();
         let queued: Vec<Vec<u8>> = self
             .enqueues
             .iter()
@@ -545,7 +526,7 @@ fn expire_in_millis(expire_in: Duration, now_ms: u64) -> Result<u64, KvError> {
 /// The value of `key` as the commit sees it so far: the overlay first, then the database.
 fn current_value(
     overlay: &BTreeMap<Vec<u8>, Pending>,
-    view: &LatestView<'_>,
+    view: &dyn CommitView,
     key: &[u8],
 ) -> Result<Option<KvValue>, Abort> {
     if let Some(pending) = overlay.get(key) {

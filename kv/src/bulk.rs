@@ -171,12 +171,12 @@ fn from_ingest(error: stampkv_engine::Error) -> KvError {
 impl Kv {
     /// A consistent view of the whole database, for export.
     pub fn bulk_snapshot(&self) -> BulkSnapshot {
-        BulkSnapshot { snapshot: self.inner.db.snapshot() }
+        BulkSnapshot { snapshot: self.inner.store.db().snapshot() }
     }
 
     /// Starts a restore; see [`Restore`].
     pub fn restore(&self) -> Result<Restore<'_>, KvError> {
-        let ingest = self.inner.db.ingest().map_err(from_ingest)?;
+        let ingest = self.inner.store.db().ingest().map_err(from_ingest)?;
         let own_seq = ingest.base_sequence() + 1;
         Ok(Restore {
             kv: self,

@@ -12,6 +12,7 @@
 
 use crate::key::DecodedPrefix;
 use crate::storage_error::from_engine;
+use crate::store::{EngineStore, Store, StoreSnapshot, StoredEntry};
 use crate::watch::{Watch, WatchHub};
 use crate::{
     AtomicOperation, FromKvValue, Key, KvEntry, KvEntryMaybe, KvError, KvValue, Limits, SetOptions,
@@ -31,22 +32,29 @@ pub struct KvOptions {
     pub limits: Limits,
 }
 
-pub(crate) struct KvInner {
-    pub db: Db,
+pub(crate) struct KvInner<S: Store> {
+    pub store: S,
     pub limits: Limits,
     pub watch: WatchHub,
     pub queue: crate::queue::QueueHub,
 }
 
-/// An open database. Cheap to clone; every clone uses the same database, from any thread.
-#[derive(Clone)]
-pub struct Kv {
-    pub(crate) inner: Arc<KvInner>,
+/// An open database over a store `S`: the LSM engine ([`EngineStore`]) unless opened
+/// with [`Kv::with_store`]. Cheap to clone; every clone uses the same database, from any
+/// thread.
+pub struct Kv<S: Store = EngineStore> {
+    pub(crate) inner: Arc<KvInner<S>>,
 }
 
-impl std::fmt::Debug for Kv {
+impl<S: Store> Clone for Kv<S> {
+    fn clone(&self) -> Self {
+        Kv { inner: self.inner.clone() }
+    }
+}
+
+impl<S: Store> std::fmt::Debug for Kv<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Kv").field("db", &self.inner.db).finish()
+        f.debug_struct("Kv").field("store", &self.inner.store).finish()
     }
 }
 
@@ -74,12 +82,7 @@ impl Kv {
     }
 
     fn wrap(db: Db, limits: Limits) -> Kv {
-        Kv { inner: Arc::new(KvInner { db, limits, watch: WatchHub::default(), queue: Default::default() }) }
-    }
-
-    /// The limits in force.
-    pub fn limits(&self) -> &Limits {
-        &self.inner.limits
+        Kv::with_store(EngineStore::new(db), limits)
     }
 
     /// Read-only and maintenance access to the storage engine (statistics, `flush`,
@@ -87,12 +90,31 @@ impl Kv {
     pub fn engine(&self) -> crate::engine::KvEngine<'_> {
         crate::engine::KvEngine::new(self)
     }
+}
+
+impl<S: Store> Kv<S> {
+    /// A database over `store` (which must hold nothing but what a `Kv` wrote to it).
+    pub fn with_store(store: S, limits: Limits) -> Kv<S> {
+        Kv {
+            inner: Arc::new(KvInner { store, limits, watch: WatchHub::default(), queue: Default::default() }),
+        }
+    }
+
+    /// The store under the database.
+    pub fn store(&self) -> &S {
+        &self.inner.store
+    }
+
+    /// The limits in force.
+    pub fn limits(&self) -> &Limits {
+        &self.inner.limits
+    }
 
     /// Reads one key. The empty key is allowed: nothing can `set` it, but a dead-lettered
     /// queue message can write it (`keys_if_undelivered`), and then it is found, as in Deno.
     pub fn get<T: FromKvValue>(&self, key: &Key) -> Result<KvEntryMaybe<T>, KvError> {
         let encoded = encode_read_key(key, &self.inner.limits)?;
-        let found = self.inner.db.get_entry(&encoded).map_err(from_engine)?;
+        let found = self.inner.store.get(&encoded)?;
         maybe_entry(key.clone(), found)
     }
 
@@ -105,11 +127,11 @@ impl Kv {
         }
         let encoded: Vec<Vec<u8>> =
             keys.iter().map(|k| encode_read_key(k, &self.inner.limits)).collect::<Result<_, _>>()?;
-        let snapshot = self.inner.db.snapshot();
+        let snapshot = self.inner.store.snapshot();
         keys.iter()
             .zip(encoded)
             .map(|(key, bytes)| {
-                let found = snapshot.get_entry(&bytes).map_err(from_engine)?;
+                let found = snapshot.get(&bytes)?;
                 maybe_entry(key.clone(), found)
             })
             .collect()
@@ -138,13 +160,13 @@ impl Kv {
     }
 
     /// Starts an atomic operation.
-    pub fn atomic(&self) -> AtomicOperation<'_> {
+    pub fn atomic(&self) -> AtomicOperation<'_, S> {
         AtomicOperation::new(self)
     }
 
     /// Watches up to `max_watched_keys` (10) keys: yields their current entries at once,
     /// then again whenever a commit changes one of them or one of them expires.
-    pub fn watch(&self, keys: &[Key]) -> Result<Watch, KvError> {
+    pub fn watch(&self, keys: &[Key]) -> Result<Watch<S>, KvError> {
         Watch::start(self, keys)
     }
 
@@ -153,7 +175,7 @@ impl Kv {
     pub fn close(self) -> Result<(), KvError> {
         self.inner.queue.close();
         self.inner.watch.close();
-        self.inner.db.shutdown().map_err(from_engine)?;
+        self.inner.store.close()?;
         Ok(())
     }
 }
@@ -176,7 +198,7 @@ pub(crate) fn encode_read_key(key: &Key, limits: &Limits) -> Result<Vec<u8>, KvE
 /// Converts an engine entry (or its absence) into a read result.
 pub(crate) fn maybe_entry<T: FromKvValue>(
     key: Key,
-    found: Option<stampkv_engine::Entry>,
+    found: Option<StoredEntry>,
 ) -> Result<KvEntryMaybe<T>, KvError> {
     match found {
         None => Ok(KvEntryMaybe { key, value: None, versionstamp: None }),
@@ -185,7 +207,7 @@ pub(crate) fn maybe_entry<T: FromKvValue>(
             Ok(KvEntryMaybe {
                 key,
                 value: Some(value),
-                versionstamp: Some(Versionstamp::from_sequence(entry.seq)),
+                versionstamp: Some(Versionstamp::from_sequence(entry.version)),
             })
         }
     }

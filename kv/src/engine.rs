@@ -38,7 +38,7 @@ impl<'a> KvEngine<'a> {
     }
 
     fn db(&self) -> &'a stampkv_engine::Db {
-        &self.kv.inner.db
+        self.kv.inner.store.db()
     }
 
     /// Statistics: bytes written, flushes, compactions, stalls, files per level.

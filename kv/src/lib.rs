@@ -28,6 +28,7 @@ mod list;
 mod queue;
 pub mod remote;
 mod storage_error;
+pub mod store;
 mod watch;
 
 pub use stampkv_model::{key, select, value};

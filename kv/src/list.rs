@@ -7,22 +7,17 @@
 use crate::db::{decode_entry_after, Kv};
 use crate::key::DecodedPrefix;
 use crate::select::{apply_cursor, encode_cursor, resolve_selector, ListOptions, Selector};
-use crate::storage_error::from_engine;
+use crate::store::{EngineStore, Store, StoreCursor, StoreSnapshot};
 use crate::{FromKvValue, KvEntry, KvError};
-use stampkv_engine::{DbCursor, DbIter};
 use std::marker::PhantomData;
 
-/// Where a listing reads from: forward, a cursor that lends each entry, decoded straight
-/// from the block; in reverse, the double-ended iterator.
-enum Source {
-    Forward(DbCursor),
-    Reverse(DbIter),
-}
+/// The store cursor a listing of a `Kv<S>` reads from.
+type Source<S> = <<S as Store>::Snapshot as StoreSnapshot>::Cursor;
 
 /// Iterates over listed entries; see [`Kv::list`].
-pub struct ListIter<T> {
+pub struct ListIter<T, S: Store = EngineStore> {
     /// `None` once exhausted or after an error (or for an empty range).
-    source: Option<Source>,
+    source: Option<Source<S>>,
     remaining: Option<usize>,
     common_prefix: Vec<u8>,
     /// The whole key parts of `common_prefix`, decoded once for every entry's key.
@@ -34,7 +29,7 @@ pub struct ListIter<T> {
     _values: PhantomData<fn() -> T>,
 }
 
-impl<T: FromKvValue> ListIter<T> {
+impl<T: FromKvValue, S: Store> ListIter<T, S> {
     /// The cursor: the position after the last entry yielded, `""` once the listing is
     /// exhausted. Before the first `next()` an error.
     pub fn cursor(&self) -> Result<String, KvError> {
@@ -49,7 +44,7 @@ impl<T: FromKvValue> ListIter<T> {
     }
 }
 
-impl<T: FromKvValue> Iterator for ListIter<T> {
+impl<T: FromKvValue, S: Store> Iterator for ListIter<T, S> {
     type Item = Result<KvEntry<T>, KvError>;
 
     fn next(&mut self) -> Option<Self::Item> {
@@ -65,25 +60,14 @@ impl<T: FromKvValue> Iterator for ListIter<T> {
         // rather than on this frame's stack and copied (72 bytes per entry). An entry that
         // does not decode is yielded as an error and counts against the limit; the listing
         // goes on after it.
-        match source {
-            Source::Forward(cursor) => match cursor.next() {
-                Ok(true) => {
-                    count_one(&mut self.remaining);
-                    remember(&mut self.last_key, cursor.key());
-                    Some(decode_entry_after(&self.decoded_prefix, cursor.key(), cursor.value(), cursor.seq()))
-                }
-                Ok(false) => self.end(),
-                Err(e) => self.fail(from_engine(e)),
-            },
-            Source::Reverse(iter) => match iter.next_back() {
-                Some(Ok(entry)) => {
-                    count_one(&mut self.remaining);
-                    remember(&mut self.last_key, &entry.key);
-                    Some(decode_entry_after(&self.decoded_prefix, &entry.key, &entry.value, entry.seq))
-                }
-                Some(Err(e)) => self.fail(from_engine(e)),
-                None => self.end(),
-            },
+        match source.advance() {
+            Ok(true) => {
+                count_one(&mut self.remaining);
+                remember(&mut self.last_key, source.key());
+                Some(decode_entry_after(&self.decoded_prefix, source.key(), source.value(), source.version()))
+            }
+            Ok(false) => self.end(),
+            Err(e) => self.fail(e),
         }
     }
 }
@@ -96,7 +80,7 @@ fn count_one(remaining: &mut Option<usize>) {
     }
 }
 
-impl<T> ListIter<T> {
+impl<T, S: Store> ListIter<T, S> {
     /// The range is exhausted: the cursor becomes `""`.
     fn end(&mut self) -> Option<Result<KvEntry<T>, KvError>> {
         self.exhausted = true;
@@ -123,7 +107,7 @@ fn remember(last_key: &mut Option<Vec<u8>>, key: &[u8]) {
     }
 }
 
-impl Kv {
+impl<S: Store> Kv<S> {
     /// Lists entries by selector, in key order (or reverse), from one snapshot.
     ///
     /// Errors come in Deno's order: a zero `limit`, a zero `batch_size`, the selector,
@@ -133,7 +117,7 @@ impl Kv {
         &self,
         selector: &Selector,
         options: &ListOptions,
-    ) -> Result<ListIter<T>, KvError> {
+    ) -> Result<ListIter<T, S>, KvError> {
         let limits = &self.inner.limits;
         if let Some(0) = options.limit {
             return Err(KvError::InvalidLimit { received: 0 });
@@ -154,16 +138,9 @@ impl Kv {
         if options.batch_size.is_some_and(|n| n > limits.max_read_entries) {
             return Err(KvError::TooManyEntries { max: limits.max_read_entries });
         }
-        // A cursor or range iterator holds the memtables and tables it started with: one
-        // snapshot.
-        let bounds = range.start.clone()..range.end.clone();
-        let source = (range.start < range.end).then(|| {
-            if options.reverse {
-                Source::Reverse(self.inner.db.range(bounds))
-            } else {
-                Source::Forward(self.inner.db.cursor(bounds))
-            }
-        });
+        // A store cursor reads one consistent state however long it lives: one snapshot.
+        let source = (range.start < range.end)
+            .then(|| self.inner.store.cursor(&range.start, &range.end, options.reverse));
         Ok(ListIter {
             source,
             remaining: options.limit,

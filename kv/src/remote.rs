@@ -4,9 +4,8 @@
 //! Nothing here writes, and nothing here reaches stampkv's own records: every range is cut
 //! at the reserved `0xFF` prefix, where no user key encodes.
 
-use crate::storage_error::from_engine;
+use crate::store::{Store, StoreCursor, StoreSnapshot};
 use crate::{Kv, KvError, KvValue, Versionstamp};
-use std::ops::Bound;
 
 /// The first byte of stampkv's reserved engine key space (the queue's records).
 const RESERVED_PREFIX: u8 = 0xFF;
@@ -35,12 +34,12 @@ pub struct RawEntry {
     pub versionstamp: Versionstamp,
 }
 
-impl Kv {
-    /// Reads every range from one engine snapshot: the entries of each range, in key
+impl<S: Store> Kv<S> {
+    /// Reads every range from one snapshot: the entries of each range, in key
     /// order (reversed if asked), at most `limit` of them. Expired entries are skipped, and
     /// the reserved `0xFF` key space is never read (a range reaching into it is cut there).
     pub fn snapshot_read(&self, ranges: &[RawRange]) -> Result<Vec<Vec<RawEntry>>, KvError> {
-        let snapshot = self.inner.db.snapshot();
+        let snapshot = self.inner.store.snapshot();
         let reserved: &[u8] = &[RESERVED_PREFIX];
         let mut out = Vec::with_capacity(ranges.len());
         for range in ranges {
@@ -52,29 +51,25 @@ impl Kv {
             if is_point(range) {
                 // `[key, key ++ 0x00)` holds `key` alone: a point lookup, which the
                 // tables' filters answer without a merging iterator over every level.
-                let found = snapshot.get_entry(&range.start).map_err(from_engine)?;
+                let found = snapshot.get(&range.start)?;
                 let entries = match found {
                     Some(entry) => vec![RawEntry {
                         value: KvValue::decode_stored(&entry.value)?,
-                        versionstamp: Versionstamp::from_sequence(entry.seq),
-                        key: entry.key,
+                        versionstamp: Versionstamp::from_sequence(entry.version),
+                        key: range.start.clone(),
                     }],
                     None => Vec::new(),
                 };
                 out.push(entries);
                 continue;
             }
-            let bounds = (Bound::Included(range.start.as_slice()), Bound::Excluded(end));
-            let mut iter = snapshot.range::<&[u8], _>(bounds);
+            let mut cursor = snapshot.cursor(&range.start, end, range.reverse);
             let mut entries = Vec::new();
-            while entries.len() < range.limit {
-                let next = if range.reverse { iter.next_back() } else { iter.next() };
-                let Some(entry) = next else { break };
-                let entry = entry.map_err(from_engine)?;
+            while entries.len() < range.limit && cursor.advance()? {
                 entries.push(RawEntry {
-                    value: KvValue::decode_stored(&entry.value)?,
-                    versionstamp: Versionstamp::from_sequence(entry.seq),
-                    key: entry.key,
+                    value: KvValue::decode_stored(cursor.value())?,
+                    versionstamp: Versionstamp::from_sequence(cursor.version()),
+                    key: cursor.key().to_vec(),
                 });
             }
             out.push(entries);

@@ -10,7 +10,7 @@
 //! clock.
 
 use crate::db::Kv;
-use crate::storage_error::from_engine;
+use crate::store::{EngineStore, Store, StoreSnapshot};
 use crate::{Key, KvEntryMaybe, KvError, KvValue, Versionstamp};
 use parking_lot::{Condvar, Mutex};
 use std::collections::HashMap;
@@ -144,8 +144,8 @@ impl WatchHub {
 }
 
 /// A running watch; see [`Kv::watch`]. Dropping it stops watching.
-pub struct Watch {
-    kv: Kv,
+pub struct Watch<S: Store = EngineStore> {
+    kv: Kv<S>,
     keys: Vec<Key>,
     encoded: Vec<Vec<u8>>,
     id: u64,
@@ -156,8 +156,8 @@ pub struct Watch {
     next_expiry_ms: Option<u64>,
 }
 
-impl Watch {
-    pub(crate) fn start(kv: &Kv, keys: &[Key]) -> Result<Watch, KvError> {
+impl<S: Store> Watch<S> {
+    pub(crate) fn start(kv: &Kv<S>, keys: &[Key]) -> Result<Watch<S>, KvError> {
         let limits = kv.limits();
         if keys.len() > limits.max_watched_keys {
             return Err(KvError::TooManyWatchedKeys { max: limits.max_watched_keys });
@@ -188,11 +188,11 @@ impl Watch {
 
     /// Reads every watched key from one snapshot.
     fn read(&mut self) -> Result<Vec<KvEntryMaybe<KvValue>>, KvError> {
-        let snapshot = self.kv.inner.db.snapshot();
+        let snapshot = self.kv.inner.store.snapshot();
         let mut entries = Vec::with_capacity(self.keys.len());
         self.next_expiry_ms = None;
         for (key, encoded) in self.keys.iter().zip(&self.encoded) {
-            let found = snapshot.get_entry(encoded).map_err(from_engine)?;
+            let found = snapshot.get(encoded)?;
             if let Some(at) = found.as_ref().and_then(|e| e.expires_at_ms) {
                 self.next_expiry_ms = Some(self.next_expiry_ms.map_or(at, |t| t.min(at)));
             }
@@ -203,7 +203,7 @@ impl Watch {
 
     /// Waits until marked, closed, an expiry is due, or `deadline`; true if closed.
     fn wait(&self, deadline: Option<Instant>) -> Option<bool> {
-        let clock = self.kv.inner.db.clock();
+        let clock = self.kv.inner.store.clock();
         let mut signal = self.waiter.signal.lock();
         loop {
             if signal.closed {
@@ -253,7 +253,7 @@ impl Watch {
             }
             std::mem::take(&mut signal.dirty)
         };
-        let due = self.next_expiry_ms.is_some_and(|at| self.kv.inner.db.clock().now_ms() >= at);
+        let due = self.next_expiry_ms.is_some_and(|at| self.kv.inner.store.clock().now_ms() >= at);
         if self.last.is_some() && !marked && !due {
             return Ok(WatchPoll::Pending);
         }
@@ -270,7 +270,7 @@ impl Watch {
     /// database's clock (zero if it is due), or `None` if none of them expires.
     pub fn next_expiry_in(&self) -> Option<Duration> {
         let at = self.next_expiry_ms?;
-        Some(Duration::from_millis(at.saturating_sub(self.kv.inner.db.clock().now_ms())))
+        Some(Duration::from_millis(at.saturating_sub(self.kv.inner.store.clock().now_ms())))
     }
 
     /// The next state, waiting at most `timeout`; `None` on timeout or when the database
@@ -303,7 +303,7 @@ impl Watch {
     }
 }
 
-impl Iterator for Watch {
+impl<S: Store> Iterator for Watch<S> {
     type Item = Result<Vec<KvEntryMaybe<KvValue>>, KvError>;
 
     /// Blocks until the watched keys change; `None` once the database is closed.
@@ -312,7 +312,7 @@ impl Iterator for Watch {
     }
 }
 
-impl Drop for Watch {
+impl<S: Store> Drop for Watch<S> {
     fn drop(&mut self) {
         self.kv.inner.watch.unregister(self.id);
     }

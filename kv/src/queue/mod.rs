@@ -25,10 +25,10 @@ pub(crate) mod record;
 
 use crate::db::{Kv, KvInner};
 use crate::storage_error::from_engine;
+use crate::store::{Abort, CommitOptions, EngineStore, Store, StoreCursor, StoreSnapshot, WriteSet};
 use crate::{FromKvValue, Key, KvError, KvValue, ToKvValue};
 use parking_lot::{Condvar, Mutex};
 use record::{message_key, parse_message_key, MessageRecord, QUEUE_PREFIX};
-use stampkv_engine::{WriteBatch, WriteOptions};
 use std::collections::{BTreeSet, HashMap};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -165,7 +165,7 @@ impl Enqueue {
     }
 
     /// Adds the message to a commit whose sequence number is `sequence`; returns its key.
-    pub fn write(&self, batch: &mut WriteBatch, now_ms: u64, sequence: u64, index: u32) -> Vec<u8> {
+    pub fn write(&self, batch: &mut WriteSet, now_ms: u64, sequence: u64, index: u32) -> Vec<u8> {
         let record = MessageRecord {
             attempts: 0,
             payload: self.payload.clone(),
@@ -322,12 +322,12 @@ impl QueueHub {
 
 /// A running set of queue workers; see [`Kv::listen_queue`]. Dropping the handle leaves the
 /// workers running until the database closes.
-pub struct QueueListener {
+pub struct QueueListener<S: Store = EngineStore> {
     stop: Arc<AtomicBool>,
-    inner: Arc<KvInner>,
+    inner: Arc<KvInner<S>>,
 }
 
-impl QueueListener {
+impl<S: Store> QueueListener<S> {
     /// Stops this listener's workers after their current handlers (the database stays open).
     pub fn stop(self) {
         self.stop.store(true, Ordering::SeqCst);
@@ -354,22 +354,10 @@ enum Outcome {
     Unchanged,
 }
 
-/// Why a queue commit was skipped.
-enum Skip {
-    Gone,
-    Failed(KvError),
-}
-
-impl From<stampkv_engine::Error> for Skip {
-    fn from(e: stampkv_engine::Error) -> Self {
-        Skip::Failed(from_engine(e))
-    }
-}
-
 /// Queue bookkeeping commits are not synced on their own (see the module docs).
-const BOOKKEEPING: WriteOptions = WriteOptions { sync: Some(false) };
+const BOOKKEEPING: CommitOptions = CommitOptions { sync: Some(false) };
 
-impl Kv {
+impl<S: Store> Kv<S> {
     /// Enqueues `value` in its own atomic commit; returns the commit's versionstamp.
     pub fn enqueue(
         &self,
@@ -385,7 +373,7 @@ impl Kv {
     /// Starts `options.workers` threads delivering queued messages to `handler`. A handler
     /// returning `Err` (or panicking) has its message retried on the backoff schedule, then
     /// dead-lettered. Several listeners share the messages; each delivery goes to one.
-    pub fn listen_queue<F, E>(&self, options: ListenOptions, handler: F) -> Result<QueueListener, KvError>
+    pub fn listen_queue<F, E>(&self, options: ListenOptions, handler: F) -> Result<QueueListener<S>, KvError>
     where
         F: Fn(QueueMessage) -> Result<(), E> + Send + Sync + 'static,
         E: std::fmt::Display,
@@ -415,14 +403,14 @@ impl Kv {
 }
 
 /// One worker thread of a listener.
-struct Worker {
-    kv: Kv,
+struct Worker<S: Store> {
+    kv: Kv<S>,
     options: ListenOptions,
     handler: Arc<dyn Fn(QueueMessage) -> Result<(), String> + Send + Sync>,
     stop: Arc<AtomicBool>,
 }
 
-impl Worker {
+impl<S: Store> Worker<S> {
     fn run(self) {
         while let Some((key, token, record)) = self.next_message() {
             let message = QueueMessage { value: record.payload.clone(), attempt: record.attempts + 1 };
@@ -440,7 +428,7 @@ impl Worker {
 
     /// Leases the next deliverable message; `None` once stopped or closed.
     fn next_message(&self) -> Option<(Vec<u8>, u64, MessageRecord)> {
-        let clock = self.kv.inner.db.clock().clone();
+        let clock = self.kv.inner.store.clock().clone();
         loop {
             let mut state = self.hub().state.lock();
             if state.closed || self.stop.load(Ordering::SeqCst) {
@@ -483,10 +471,10 @@ impl Worker {
         let mut end = QUEUE_PREFIX.to_vec();
         end.push(0xFF);
         let mut pending = BTreeSet::new();
-        for entry in self.kv.inner.db.range(QUEUE_PREFIX.to_vec()..end) {
-            let entry = entry.map_err(from_engine)?;
-            if parse_message_key(&entry.key).is_some() {
-                pending.insert(entry.key);
+        let mut cursor = self.kv.inner.store.snapshot().cursor(&QUEUE_PREFIX, &end, false);
+        while cursor.advance()? {
+            if parse_message_key(cursor.key()).is_some() {
+                pending.insert(cursor.key().to_vec());
             }
         }
         Ok(pending)
@@ -510,7 +498,7 @@ impl Worker {
             if state.leases.contains_key(key) {
                 continue;
             }
-            match self.kv.inner.db.get_entry(key).map_err(from_engine)? {
+            match self.kv.inner.store.get(key)? {
                 Some(entry) => {
                     chosen = Some((key.clone(), MessageRecord::decode(&entry.value)?));
                     break;
@@ -532,17 +520,17 @@ impl Worker {
 
     /// Deletes a handled message (if it is still stored).
     fn acknowledge(&self, key: &[u8]) -> Result<Outcome, KvError> {
-        let outcome = self.kv.inner.db.write_with(BOOKKEEPING, |view| {
+        let outcome = self.kv.inner.store.commit(BOOKKEEPING, |view| {
             if view.get(key)?.is_none() {
-                return Err(Skip::Gone);
+                return Err(Abort::CheckFailed);
             }
-            let mut batch = WriteBatch::new();
+            let mut batch = WriteSet::new();
             batch.delete(key);
             Ok((batch, ()))
         });
         match outcome {
-            Ok(_) | Err(Skip::Gone) => Ok(Outcome::Removed),
-            Err(Skip::Failed(e)) => Err(e),
+            Ok(_) | Err(Abort::CheckFailed) => Ok(Outcome::Removed),
+            Err(Abort::Failed(e)) => Err(e),
         }
     }
 
@@ -557,10 +545,10 @@ impl Worker {
     fn retry_or_dead_letter(&self, key: &[u8]) -> Result<Outcome, KvError> {
         let Some((_, sequence, index)) = parse_message_key(key) else { return Ok(Outcome::Removed) };
         loop {
-            let outcome = self.kv.inner.db.write_with(BOOKKEEPING, |view| {
-                let Some(entry) = view.get(key)? else { return Err(Skip::Gone) };
-                let mut record = MessageRecord::decode(&entry.value).map_err(Skip::Failed)?;
-                let mut batch = WriteBatch::new();
+            let outcome = self.kv.inner.store.commit(BOOKKEEPING, |view| {
+                let Some(entry) = view.get(key)? else { return Err(Abort::CheckFailed) };
+                let mut record = MessageRecord::decode(&entry.value).map_err(Abort::Failed)?;
+                let mut batch = WriteSet::new();
                 if record.backoff_ms.is_empty() {
                     let stored = record.payload.encode_stored();
                     let fit = dead_letters_fitting(&record.keys_if_undelivered, stored.len());
@@ -590,8 +578,8 @@ impl Worker {
                         return Ok(result);
                     }
                 }
-                Err(Skip::Gone) => return Ok(Outcome::Removed),
-                Err(Skip::Failed(e)) => return Err(e),
+                Err(Abort::CheckFailed) => return Ok(Outcome::Removed),
+                Err(Abort::Failed(e)) => return Err(e),
             }
         }
     }

@@ -1,16 +1,7 @@
 //! Key encodings byte for byte as Deno KV writes them (the verified examples of the
 //! reference), and properties of the encoding on random keys.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    clippy::panic,
-    clippy::unreachable,
-    reason = "test code: a panic is a failed test"
-)]
-
-use stampkv::{key, Key, KeyPart, KvBigInt};
+use stampkv_model::{key, Key, KeyPart, KvBigInt};
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(" ")

@@ -1,15 +1,6 @@
 //! Bulk snapshots and restores: a whole database out and back in with its versionstamps,
 //! expiry times and queued messages, as one unit, and the restores that must be refused.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    clippy::panic,
-    clippy::unreachable,
-    reason = "test code: a panic is a failed test"
-)]
-
 use parking_lot::Mutex;
 use stampkv::engine::Options;
 use stampkv::{

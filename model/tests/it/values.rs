@@ -2,17 +2,8 @@
 //! the `kv` table read raw), byte-exact encoding, round trips, robustness against malformed
 //! input, sums on V8 numbers, and serde.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    clippy::panic,
-    clippy::unreachable,
-    reason = "test code: a panic is a failed test"
-)]
-
-use stampkv::value::{sum_v8, v8, SumError};
-use stampkv::{KvBigInt, KvValue, Value, ValueError};
+use stampkv_model::value::{sum_v8, v8, SumError};
+use stampkv_model::{KvBigInt, KvValue, Value, ValueError};
 
 fn hex(s: &str) -> Vec<u8> {
     s.split_whitespace().map(|b| u8::from_str_radix(b, 16).unwrap()).collect()
@@ -904,7 +895,7 @@ fn sum_errors_match_deno() {
 mod serde_support {
     use super::*;
     use serde::{Deserialize, Serialize};
-    use stampkv::value::{from_value, to_value};
+    use stampkv_model::value::{from_value, to_value};
     use std::collections::{BTreeMap, HashMap};
 
     /// Bytes the way `serde_bytes` serializes them.

@@ -1,0 +1,200 @@
+//! [`EngineStore`]: stampkv's LSM engine as a [`Store`], the default store. It serialises
+//! commits: `build` runs once, under the engine's write lock, and the engine's sequence
+//! number is the commit's version.
+
+use super::{
+    Abort, CommitOptions, CommitView, Store, StoreCursor, StoreSnapshot, StoredEntry, WriteOp, WriteSet,
+};
+use crate::storage_error::from_engine;
+use crate::KvError;
+use stampkv_engine::{Clock, Db, DbCursor, DbIter, Entry, LatestView, Snapshot, WriteBatch, WriteOptions};
+use std::sync::Arc;
+
+/// The LSM engine under a database.
+#[derive(Debug)]
+pub struct EngineStore {
+    db: Db,
+}
+
+impl EngineStore {
+    /// The store over an open engine.
+    pub fn new(db: Db) -> Self {
+        EngineStore { db }
+    }
+
+    /// The engine itself.
+    pub fn db(&self) -> &Db {
+        &self.db
+    }
+}
+
+fn stored(entry: Entry) -> StoredEntry {
+    StoredEntry { value: entry.value, version: entry.seq, expires_at_ms: entry.expires_at_ms }
+}
+
+fn batch_of(writes: &WriteSet) -> WriteBatch {
+    let mut batch = WriteBatch::new();
+    for op in writes.ops() {
+        match op {
+            WriteOp::Put { key, value, expires_at_ms: Some(at) } => batch.put_expiring(key, value, *at),
+            WriteOp::Put { key, value, expires_at_ms: None } => batch.put(key, value),
+            WriteOp::Delete { key } => batch.delete(key),
+        };
+    }
+    batch
+}
+
+/// The engine's latest view as a [`CommitView`].
+struct EngineView<'a, 'b>(&'a LatestView<'b>);
+
+impl CommitView for EngineView<'_, '_> {
+    fn get(&self, key: &[u8]) -> Result<Option<StoredEntry>, KvError> {
+        Ok(self.0.get(key).map_err(from_engine)?.map(stored))
+    }
+
+    fn commit_version(&self) -> u64 {
+        self.0.commit_sequence()
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.0.now_ms()
+    }
+}
+
+impl Store for EngineStore {
+    type Snapshot = Snapshot;
+
+    fn snapshot(&self) -> Snapshot {
+        self.db.snapshot()
+    }
+
+    fn get(&self, key: &[u8]) -> Result<Option<StoredEntry>, KvError> {
+        Ok(self.db.get_entry(key).map_err(from_engine)?.map(stored))
+    }
+
+    fn cursor(&self, start: &[u8], end: &[u8], reverse: bool) -> EngineCursor {
+        // The engine's own cursors hold the tables they started with without registering
+        // a snapshot: cheaper for short lists.
+        if reverse {
+            EngineCursor::Reverse { iter: self.db.range(start..end), current: None }
+        } else {
+            EngineCursor::Forward(self.db.cursor(start..end))
+        }
+    }
+
+    fn commit<T>(
+        &self,
+        options: CommitOptions,
+        mut build: impl FnMut(&dyn CommitView) -> Result<(WriteSet, T), Abort>,
+    ) -> Result<(u64, T), Abort> {
+        let options = WriteOptions { sync: options.sync };
+        self.db.write_with(options, |view| {
+            let (writes, extra) = build(&EngineView(view))?;
+            Ok((batch_of(&writes), extra))
+        })
+    }
+
+    fn clock(&self) -> &Arc<dyn Clock> {
+        self.db.clock()
+    }
+
+    fn close(&self) -> Result<(), KvError> {
+        self.db.shutdown().map_err(from_engine)
+    }
+}
+
+impl From<stampkv_engine::Error> for Abort {
+    fn from(e: stampkv_engine::Error) -> Self {
+        Abort::Failed(from_engine(e))
+    }
+}
+
+impl StoreSnapshot for Snapshot {
+    type Cursor = EngineCursor;
+
+    fn version(&self) -> u64 {
+        self.sequence()
+    }
+
+    fn read_time_ms(&self) -> u64 {
+        Snapshot::read_time_ms(self)
+    }
+
+    fn get(&self, key: &[u8]) -> Result<Option<StoredEntry>, KvError> {
+        Ok(self.get_entry(key).map_err(from_engine)?.map(stored))
+    }
+
+    fn cursor(&self, start: &[u8], end: &[u8], reverse: bool) -> EngineCursor {
+        if reverse {
+            EngineCursor::Reverse { iter: self.range(start..end), current: None }
+        } else {
+            EngineCursor::Forward(Snapshot::cursor(self, start..end))
+        }
+    }
+}
+
+/// A range of the engine: forward, a cursor that lends each entry from its block; in
+/// reverse, the double-ended iterator.
+pub enum EngineCursor {
+    /// Ascending.
+    Forward(DbCursor),
+    /// Descending, with the entry last returned.
+    Reverse {
+        /// The iterator, read from its back.
+        iter: DbIter,
+        /// The current entry.
+        current: Option<Entry>,
+    },
+}
+
+impl StoreCursor for EngineCursor {
+    #[inline]
+    fn advance(&mut self) -> Result<bool, KvError> {
+        match self {
+            EngineCursor::Forward(cursor) => cursor.next().map_err(from_engine),
+            EngineCursor::Reverse { iter, current } => match iter.next_back() {
+                Some(Ok(entry)) => {
+                    *current = Some(entry);
+                    Ok(true)
+                }
+                Some(Err(e)) => Err(from_engine(e)),
+                None => {
+                    *current = None;
+                    Ok(false)
+                }
+            },
+        }
+    }
+
+    #[inline]
+    fn key(&self) -> &[u8] {
+        match self {
+            EngineCursor::Forward(cursor) => cursor.key(),
+            EngineCursor::Reverse { current, .. } => current.as_ref().map_or(&[], |e| &e.key),
+        }
+    }
+
+    #[inline]
+    fn value(&self) -> &[u8] {
+        match self {
+            EngineCursor::Forward(cursor) => cursor.value(),
+            EngineCursor::Reverse { current, .. } => current.as_ref().map_or(&[], |e| &e.value),
+        }
+    }
+
+    #[inline]
+    fn version(&self) -> u64 {
+        match self {
+            EngineCursor::Forward(cursor) => cursor.seq(),
+            EngineCursor::Reverse { current, .. } => current.as_ref().map_or(0, |e| e.seq),
+        }
+    }
+
+    #[inline]
+    fn expires_at_ms(&self) -> Option<u64> {
+        match self {
+            EngineCursor::Forward(cursor) => cursor.expires_at_ms(),
+            EngineCursor::Reverse { current, .. } => current.as_ref().and_then(|e| e.expires_at_ms),
+        }
+    }
+}

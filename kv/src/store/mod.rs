@@ -1,0 +1,213 @@
+//! The storage seam: what a store under the Deno KV layer must provide, and nothing of
+//! Deno KV itself.
+//!
+//! Everything Deno-specific is written once above this seam: key and value encoding, the
+//! checks and limits, `sum`/`min`/`max`, versionstamped keys, the queue's records and rules,
+//! watch semantics. A store only keeps bytes:
+//!
+//! - **Snapshot reads** ([`Store::snapshot`]): point and range reads, forward and reverse,
+//!   of one consistent state, each entry with the version of the commit that wrote it and
+//!   its expiry. A store hides an entry whose expiry is at or before the snapshot's read
+//!   time ([`StoreSnapshot::read_time_ms`]), as if it were deleted.
+//! - **Atomic conditional commits** ([`Store::commit`]): the layer above passes a `build`
+//!   function that reads the latest state through a [`CommitView`] and returns the
+//!   [`WriteSet`] to apply, or an [`Abort`]. The store applies the write set atomically and
+//!   returns the commit's version, which must be greater than every version before it.
+//!   The view's [`CommitView::commit_version`] is the version the commit will get if it is
+//!   applied (the layer above writes it into versionstamped keys and values).
+//! - **A clock** ([`Store::clock`]): the time expiry is evaluated at.
+//! - **Durability and close** ([`CommitOptions::sync`], [`Store::close`]).
+//!
+//! Two shapes of store fit. A *serialising* store (the LSM engine, [`EngineStore`]) runs
+//! `build` once, under its write lock, against the latest state. An *optimistic* store
+//! ([`MemoryStore`]) runs `build` against a snapshot, remembers every key it read, and at
+//! commit time applies the write set only if none of those keys changed since; otherwise it
+//! runs `build` again on a newer snapshot.
+//!
+//! **Retries.** A store may call `build` any number of times, but applies at most one of
+//! its write sets, and only the one from the last call. `build` must therefore have no
+//! effect besides its return value (the layer above keeps what it learned in variables
+//! it overwrites on every call). A store must never apply a write set twice: an outcome
+//! it cannot learn (a timeout of a networked store) is an error
+//! ([`crate::StorageErrorKind::Unavailable`]), never a silent retry of an applied commit.
+
+mod engine;
+mod memory;
+
+pub use engine::EngineStore;
+pub use memory::MemoryStore;
+
+use crate::KvError;
+use stampkv_engine::Clock;
+use std::sync::Arc;
+
+/// An entry as a store keeps it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredEntry {
+    /// The value's bytes (the data model's stored form).
+    pub value: Vec<u8>,
+    /// The version of the commit that wrote it.
+    pub version: u64,
+    /// When it expires (milliseconds since the Unix epoch on the store's clock), if it does.
+    pub expires_at_ms: Option<u64>,
+}
+
+/// One write of a [`WriteSet`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WriteOp {
+    /// Store `value` under `key`, expiring at `expires_at_ms` if given.
+    Put {
+        /// The key.
+        key: Vec<u8>,
+        /// The value.
+        value: Vec<u8>,
+        /// When it expires, if it does.
+        expires_at_ms: Option<u64>,
+    },
+    /// Remove `key`.
+    Delete {
+        /// The key.
+        key: Vec<u8>,
+    },
+}
+
+/// The writes of one commit, applied in order (a later write of a key wins).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WriteSet {
+    ops: Vec<WriteOp>,
+}
+
+impl WriteSet {
+    /// An empty write set.
+    pub fn new() -> Self {
+        WriteSet::default()
+    }
+
+    /// Stores `value` under `key`.
+    pub fn put(&mut self, key: &[u8], value: &[u8]) {
+        self.ops.push(WriteOp::Put { key: key.to_vec(), value: value.to_vec(), expires_at_ms: None });
+    }
+
+    /// Stores `value` under `key`, expiring at `expires_at_ms`.
+    pub fn put_expiring(&mut self, key: &[u8], value: &[u8], expires_at_ms: u64) {
+        self.ops.push(WriteOp::Put {
+            key: key.to_vec(),
+            value: value.to_vec(),
+            expires_at_ms: Some(expires_at_ms),
+        });
+    }
+
+    /// Removes `key`.
+    pub fn delete(&mut self, key: &[u8]) {
+        self.ops.push(WriteOp::Delete { key: key.to_vec() });
+    }
+
+    /// The writes, in order.
+    pub fn ops(&self) -> &[WriteOp] {
+        &self.ops
+    }
+
+    /// Whether there are no writes.
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+}
+
+/// Why a commit applied nothing.
+#[derive(Debug)]
+pub enum Abort {
+    /// A condition `build` checked did not hold (a Deno KV check, or a queue record that
+    /// is gone): nothing is applied, and that is not an error.
+    CheckFailed,
+    /// `build` or the store failed.
+    Failed(KvError),
+}
+
+impl From<KvError> for Abort {
+    fn from(e: KvError) -> Self {
+        Abort::Failed(e)
+    }
+}
+
+/// How a commit is made durable.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CommitOptions {
+    /// `Some(false)`: the commit need not be durable before it returns (the queue's own
+    /// bookkeeping); `None`: the store's configured default.
+    pub sync: Option<bool>,
+}
+
+/// The latest state as a commit's `build` function sees it.
+pub trait CommitView {
+    /// The latest entry of `key` (expired entries are absent).
+    fn get(&self, key: &[u8]) -> Result<Option<StoredEntry>, KvError>;
+    /// The version this commit gets if it is applied.
+    fn commit_version(&self) -> u64;
+    /// The time expiry is evaluated at for this commit.
+    fn now_ms(&self) -> u64;
+}
+
+/// A consistent read-only view of a store at one version and one read time.
+pub trait StoreSnapshot: Send + Sync + 'static {
+    /// The range cursor of this snapshot.
+    type Cursor: StoreCursor;
+    /// The version of the last commit the snapshot sees.
+    fn version(&self) -> u64;
+    /// The time at which the snapshot evaluates expiry.
+    fn read_time_ms(&self) -> u64;
+    /// The entry of `key`.
+    fn get(&self, key: &[u8]) -> Result<Option<StoredEntry>, KvError>;
+    /// A cursor over the entries with keys in `start..end`, ascending, or descending when
+    /// `reverse`. The cursor keeps the snapshot's state alive by itself.
+    fn cursor(&self, start: &[u8], end: &[u8], reverse: bool) -> Self::Cursor;
+}
+
+/// A cursor over a range of a snapshot; [`StoreCursor::advance`] moves to the next entry.
+pub trait StoreCursor: Send + 'static {
+    /// Moves to the next entry: `Ok(false)` when the range is exhausted.
+    fn advance(&mut self) -> Result<bool, KvError>;
+    /// The current entry's key (after `advance` returned `Ok(true)`).
+    fn key(&self) -> &[u8];
+    /// The current entry's value.
+    fn value(&self) -> &[u8];
+    /// The version of the commit that wrote the current entry.
+    fn version(&self) -> u64;
+    /// The current entry's expiry, if it has one.
+    fn expires_at_ms(&self) -> Option<u64>;
+}
+
+/// A store under the Deno KV layer; see the module documentation for the contract.
+pub trait Store: Send + Sync + std::fmt::Debug + 'static {
+    /// The snapshot type.
+    type Snapshot: StoreSnapshot;
+
+    /// A consistent view of the latest applied state.
+    fn snapshot(&self) -> Self::Snapshot;
+
+    /// The latest entry of `key`.
+    fn get(&self, key: &[u8]) -> Result<Option<StoredEntry>, KvError> {
+        self.snapshot().get(key)
+    }
+
+    /// A cursor over `start..end` of the latest state (one consistent state, however long
+    /// the cursor lives), ascending or, when `reverse`, descending.
+    fn cursor(&self, start: &[u8], end: &[u8], reverse: bool) -> <Self::Snapshot as StoreSnapshot>::Cursor {
+        self.snapshot().cursor(start, end, reverse)
+    }
+
+    /// Builds a write set from the latest state and applies it atomically; returns the
+    /// commit's version and what the last call of `build` returned beside its write set.
+    /// See the module documentation for how often `build` may run.
+    fn commit<T>(
+        &self,
+        options: CommitOptions,
+        build: impl FnMut(&dyn CommitView) -> Result<(WriteSet, T), Abort>,
+    ) -> Result<(u64, T), Abort>;
+
+    /// The clock expiry is evaluated on.
+    fn clock(&self) -> &Arc<dyn Clock>;
+
+    /// Makes every commit durable and stops the store; later calls fail with
+    /// [`KvError::Closed`].
+    fn close(&self) -> Result<(), KvError>;
+}
