@@ -10,7 +10,7 @@
 //! versionstamp does not advance.
 
 use crate::queue::{Enqueue, EnqueueOptions, PendingEnqueue};
-use crate::store::{Abort, CommitOptions, CommitView, EngineStore, Store, WriteSet};
+use crate::store::{Abort, CommitOptions, EngineStore, Store, Transaction};
 use crate::{
     CommitResult, InvalidVersionstamp, Key, KeyPart, Kv, KvBigInt, KvEntryMaybe, KvError, KvValue,
     SetOptions, ToKvValue, Value, Versionstamp,
@@ -416,7 +416,7 @@ impl Plan {
     }
 
     /// Evaluates checks and mutations against the latest state; builds the batch.
-    fn apply(&self, view: &dyn CommitView) -> Result<(WriteSet, Applied), Abort> {
+    fn apply(&self, view: &mut dyn Transaction) -> Result<Applied, Abort> {
         for (key, expected) in &self.checks {
             let current = view.get(key)?.map(|e| Versionstamp::from_sequence(e.version));
             if current != *expected {
@@ -453,21 +453,19 @@ impl Plan {
                 }
             }
         }
-        let mut batch = WriteSet::new();
         let queued: Vec<Vec<u8>> = self
             .enqueues
             .iter()
             .enumerate()
-            .map(|(index, enqueue)| enqueue.write(&mut batch, now_ms, versionstamp.sequence(), index as u32))
+            .map(|(index, enqueue)| enqueue.write(view, now_ms, versionstamp.sequence(), index as u32))
             .collect();
         for (key, pending) in &overlay {
             match pending {
-                Some((value, Some(at))) => batch.put_expiring(key, &value.encode_stored(), *at),
-                Some((value, None)) => batch.put(key, &value.encode_stored()),
-                None => batch.delete(key),
-            };
+                Some((value, expires_at)) => view.put(key, &value.encode_stored(), *expires_at),
+                None => view.delete(key),
+            }
         }
-        Ok((batch, (versionstamp, overlay.into_keys().collect(), queued)))
+        Ok((versionstamp, overlay.into_keys().collect(), queued))
     }
 }
 
@@ -526,7 +524,7 @@ fn expire_in_millis(expire_in: Duration, now_ms: u64) -> Result<u64, KvError> {
 /// The value of `key` as the commit sees it so far: the overlay first, then the database.
 fn current_value(
     overlay: &BTreeMap<Vec<u8>, Pending>,
-    view: &dyn CommitView,
+    view: &dyn Transaction,
     key: &[u8],
 ) -> Result<Option<KvValue>, Abort> {
     if let Some(pending) = overlay.get(key) {

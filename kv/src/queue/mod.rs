@@ -25,7 +25,7 @@ pub(crate) mod record;
 
 use crate::db::{Kv, KvInner};
 use crate::storage_error::from_engine;
-use crate::store::{Abort, CommitOptions, EngineStore, Store, StoreCursor, StoreSnapshot, WriteSet};
+use crate::store::{Abort, CommitOptions, EngineStore, Store, StoreCursor, StoreSnapshot, Transaction};
 use crate::{FromKvValue, Key, KvError, KvValue, ToKvValue};
 use parking_lot::{Condvar, Mutex};
 use record::{message_key, parse_message_key, MessageRecord, QUEUE_PREFIX};
@@ -165,7 +165,7 @@ impl Enqueue {
     }
 
     /// Adds the message to a commit whose sequence number is `sequence`; returns its key.
-    pub fn write(&self, batch: &mut WriteSet, now_ms: u64, sequence: u64, index: u32) -> Vec<u8> {
+    pub fn write(&self, batch: &mut dyn Transaction, now_ms: u64, sequence: u64, index: u32) -> Vec<u8> {
         let record = MessageRecord {
             attempts: 0,
             payload: self.payload.clone(),
@@ -173,7 +173,7 @@ impl Enqueue {
             keys_if_undelivered: self.keys_if_undelivered.clone(),
         };
         let key = message_key(now_ms.saturating_add(self.delay_ms), sequence, index);
-        batch.put(&key, &record.encode());
+        batch.put(&key, &record.encode(), None);
         key
     }
 }
@@ -524,9 +524,8 @@ impl<S: Store> Worker<S> {
             if view.get(key)?.is_none() {
                 return Err(Abort::CheckFailed);
             }
-            let mut batch = WriteSet::new();
-            batch.delete(key);
-            Ok((batch, ()))
+            view.delete(key);
+            Ok(())
         });
         match outcome {
             Ok(_) | Err(Abort::CheckFailed) => Ok(Outcome::Removed),
@@ -548,28 +547,27 @@ impl<S: Store> Worker<S> {
             let outcome = self.kv.inner.store.commit(BOOKKEEPING, |view| {
                 let Some(entry) = view.get(key)? else { return Err(Abort::CheckFailed) };
                 let mut record = MessageRecord::decode(&entry.value).map_err(Abort::Failed)?;
-                let mut batch = WriteSet::new();
                 if record.backoff_ms.is_empty() {
                     let stored = record.payload.encode_stored();
                     let fit = dead_letters_fitting(&record.keys_if_undelivered, stored.len());
                     let rest = record.keys_if_undelivered.split_off(fit);
                     for target in &record.keys_if_undelivered {
-                        batch.put(target, &stored);
+                        view.put(target, &stored, None);
                     }
                     let written = std::mem::replace(&mut record.keys_if_undelivered, rest);
                     if record.keys_if_undelivered.is_empty() {
-                        batch.delete(key);
-                        return Ok((batch, (Some(Outcome::Removed), written)));
+                        view.delete(key);
+                        return Ok((Some(Outcome::Removed), written));
                     }
-                    batch.put(key, &record.encode());
-                    return Ok((batch, (None, written)));
+                    view.put(key, &record.encode(), None);
+                    return Ok((None, written));
                 }
-                batch.delete(key);
+                view.delete(key);
                 let wait_ms = u64::from(record.backoff_ms.remove(0));
                 record.attempts += 1;
                 let moved = message_key(view.now_ms().saturating_add(wait_ms), sequence, index);
-                batch.put(&moved, &record.encode());
-                Ok((batch, (Some(Outcome::Moved(moved)), Vec::new())))
+                view.put(&moved, &record.encode(), None);
+                Ok((Some(Outcome::Moved(moved)), Vec::new()))
             });
             match outcome {
                 Ok((_, (result, dead_letters))) => {

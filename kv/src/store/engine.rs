@@ -2,9 +2,7 @@
 //! commits: `build` runs once, under the engine's write lock, and the engine's sequence
 //! number is the commit's version.
 
-use super::{
-    Abort, CommitOptions, CommitView, Store, StoreCursor, StoreSnapshot, StoredEntry, WriteOp, WriteSet,
-};
+use super::{Abort, CommitOptions, Store, StoreCursor, StoreSnapshot, StoredEntry, Transaction};
 use crate::storage_error::from_engine;
 use crate::KvError;
 use stampkv_engine::{Clock, Db, DbCursor, DbIter, Entry, LatestView, Snapshot, WriteBatch, WriteOptions};
@@ -32,32 +30,34 @@ fn stored(entry: Entry) -> StoredEntry {
     StoredEntry { value: entry.value, version: entry.seq, expires_at_ms: entry.expires_at_ms }
 }
 
-fn batch_of(writes: &WriteSet) -> WriteBatch {
-    let mut batch = WriteBatch::new();
-    for op in writes.ops() {
-        match op {
-            WriteOp::Put { key, value, expires_at_ms: Some(at) } => batch.put_expiring(key, value, *at),
-            WriteOp::Put { key, value, expires_at_ms: None } => batch.put(key, value),
-            WriteOp::Delete { key } => batch.delete(key),
-        };
-    }
-    batch
+/// A commit being built under the engine's write lock: its latest view, and the batch.
+struct EngineTransaction<'a, 'b> {
+    view: &'a LatestView<'b>,
+    batch: WriteBatch,
 }
 
-/// The engine's latest view as a [`CommitView`].
-struct EngineView<'a, 'b>(&'a LatestView<'b>);
-
-impl CommitView for EngineView<'_, '_> {
+impl Transaction for EngineTransaction<'_, '_> {
     fn get(&self, key: &[u8]) -> Result<Option<StoredEntry>, KvError> {
-        Ok(self.0.get(key).map_err(from_engine)?.map(stored))
+        Ok(self.view.get(key).map_err(from_engine)?.map(stored))
     }
 
     fn commit_version(&self) -> u64 {
-        self.0.commit_sequence()
+        self.view.commit_sequence()
     }
 
     fn now_ms(&self) -> u64 {
-        self.0.now_ms()
+        self.view.now_ms()
+    }
+
+    fn put(&mut self, key: &[u8], value: &[u8], expires_at_ms: Option<u64>) {
+        match expires_at_ms {
+            Some(at) => self.batch.put_expiring(key, value, at),
+            None => self.batch.put(key, value),
+        };
+    }
+
+    fn delete(&mut self, key: &[u8]) {
+        self.batch.delete(key);
     }
 }
 
@@ -85,12 +85,13 @@ impl Store for EngineStore {
     fn commit<T>(
         &self,
         options: CommitOptions,
-        mut build: impl FnMut(&dyn CommitView) -> Result<(WriteSet, T), Abort>,
+        mut build: impl FnMut(&mut dyn Transaction) -> Result<T, Abort>,
     ) -> Result<(u64, T), Abort> {
         let options = WriteOptions { sync: options.sync };
         self.db.write_with(options, |view| {
-            let (writes, extra) = build(&EngineView(view))?;
-            Ok((batch_of(&writes), extra))
+            let mut transaction = EngineTransaction { view, batch: WriteBatch::new() };
+            let result = build(&mut transaction)?;
+            Ok((transaction.batch, result))
         })
     }
 

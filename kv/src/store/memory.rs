@@ -7,12 +7,10 @@
 //! snapshot without any lock held, then takes the write lock and applies the write set only
 //! if no other commit was applied since that snapshot; otherwise it runs `build` again on a
 //! newer snapshot. (Validating against every commit, not only against the keys `build`
-//! read, is what keeps [`CommitView::commit_version`] true: the version a write set was
+//! read, is what keeps [`Transaction::commit_version`] true: the version a write set was
 //! built for is the one it gets.)
 
-use super::{
-    Abort, CommitOptions, CommitView, Store, StoreCursor, StoreSnapshot, StoredEntry, WriteOp, WriteSet,
-};
+use super::{Abort, CommitOptions, Store, StoreCursor, StoreSnapshot, StoredEntry, Transaction};
 use crate::{KvError, StorageError, StorageErrorKind};
 use parking_lot::RwLock;
 use stampkv_engine::{Clock, SystemClock};
@@ -118,12 +116,16 @@ impl MemoryStore {
     }
 }
 
-/// What a commit's `build` sees: a snapshot, and the version the commit will get.
-struct MemoryView<'a> {
+/// One write of a commit: a value (with its expiry) or, with `None`, a deletion.
+type Write = (Vec<u8>, Option<Vec<u8>>, Option<u64>);
+
+/// A commit being built: the snapshot it reads and the writes it collects.
+struct MemoryTransaction<'a> {
     snapshot: &'a MemorySnapshot,
+    writes: Vec<Write>,
 }
 
-impl CommitView for MemoryView<'_> {
+impl Transaction for MemoryTransaction<'_> {
     fn get(&self, key: &[u8]) -> Result<Option<StoredEntry>, KvError> {
         self.snapshot.get(key)
     }
@@ -134,6 +136,14 @@ impl CommitView for MemoryView<'_> {
 
     fn now_ms(&self) -> u64 {
         self.snapshot.read_time_ms
+    }
+
+    fn put(&mut self, key: &[u8], value: &[u8], expires_at_ms: Option<u64>) {
+        self.writes.push((key.to_vec(), Some(value.to_vec()), expires_at_ms));
+    }
+
+    fn delete(&mut self, key: &[u8]) {
+        self.writes.push((key.to_vec(), None, None));
     }
 }
 
@@ -147,26 +157,24 @@ impl Store for MemoryStore {
     fn commit<T>(
         &self,
         _options: CommitOptions,
-        mut build: impl FnMut(&dyn CommitView) -> Result<(WriteSet, T), Abort>,
+        mut build: impl FnMut(&mut dyn Transaction) -> Result<T, Abort>,
     ) -> Result<(u64, T), Abort> {
         for _ in 0..MAX_ATTEMPTS {
             self.shared.check_open()?;
             let snapshot = self.snapshot_now();
-            let (writes, extra) = build(&MemoryView { snapshot: &snapshot })?;
+            let mut transaction = MemoryTransaction { snapshot: &snapshot, writes: Vec::new() };
+            let extra = build(&mut transaction)?;
+            let writes = transaction.writes;
             let mut state = self.shared.state.write();
-            // Conflict detection: the write set is valid only for the state it was built on.
+            // Conflict detection: the writes are valid only for the state they were built on.
             if state.version != snapshot.version {
                 drop(state);
                 self.shared.rebuilds.fetch_add(1, Ordering::Relaxed);
                 continue;
             }
             let version = state.version + 1;
-            for op in writes.ops() {
-                let (key, value, expires_at_ms) = match op {
-                    WriteOp::Put { key, value, expires_at_ms } => (key, Some(value.clone()), *expires_at_ms),
-                    WriteOp::Delete { key } => (key, None, None),
-                };
-                let versions = state.keys.entry(key.clone()).or_default();
+            for (key, value, expires_at_ms) in writes {
+                let versions = state.keys.entry(key).or_default();
                 // A later write of the same key in one commit replaces the earlier one.
                 if versions.last().is_some_and(|v| v.version == version) {
                     versions.pop();

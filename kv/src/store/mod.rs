@@ -10,11 +10,11 @@
 //!   its expiry. A store hides an entry whose expiry is at or before the snapshot's read
 //!   time ([`StoreSnapshot::read_time_ms`]), as if it were deleted.
 //! - **Atomic conditional commits** ([`Store::commit`]): the layer above passes a `build`
-//!   function that reads the latest state through a [`CommitView`] and returns the
-//!   [`WriteSet`] to apply, or an [`Abort`]. The store applies the write set atomically and
-//!   returns the commit's version, which must be greater than every version before it.
-//!   The view's [`CommitView::commit_version`] is the version the commit will get if it is
-//!   applied (the layer above writes it into versionstamped keys and values).
+//!   function that reads the latest state through a [`Transaction`] and makes its writes
+//!   there, or returns an [`Abort`]. The store applies the writes atomically and returns the
+//!   commit's version, which must be greater than every version before it.
+//!   [`Transaction::commit_version`] is the version the commit will get if it is applied
+//!   (the layer above writes it into versionstamped keys and values).
 //! - **A clock** ([`Store::clock`]): the time expiry is evaluated at.
 //! - **Durability and close** ([`CommitOptions::sync`], [`Store::close`]).
 //!
@@ -24,8 +24,8 @@
 //! commit time applies the write set only if none of those keys changed since; otherwise it
 //! runs `build` again on a newer snapshot.
 //!
-//! **Retries.** A store may call `build` any number of times, but applies at most one of
-//! its write sets, and only the one from the last call. `build` must therefore have no
+//! **Retries.** A store may call `build` any number of times, each time on a fresh
+//! transaction, but applies the writes of at most one call, and only of the last. `build` must therefore have no
 //! effect besides its return value (the layer above keeps what it learned in variables
 //! it overwrites on every call). A store must never apply a write set twice: an outcome
 //! it cannot learn (a timeout of a networked store) is an error
@@ -52,67 +52,6 @@ pub struct StoredEntry {
     pub expires_at_ms: Option<u64>,
 }
 
-/// One write of a [`WriteSet`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum WriteOp {
-    /// Store `value` under `key`, expiring at `expires_at_ms` if given.
-    Put {
-        /// The key.
-        key: Vec<u8>,
-        /// The value.
-        value: Vec<u8>,
-        /// When it expires, if it does.
-        expires_at_ms: Option<u64>,
-    },
-    /// Remove `key`.
-    Delete {
-        /// The key.
-        key: Vec<u8>,
-    },
-}
-
-/// The writes of one commit, applied in order (a later write of a key wins).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct WriteSet {
-    ops: Vec<WriteOp>,
-}
-
-impl WriteSet {
-    /// An empty write set.
-    pub fn new() -> Self {
-        WriteSet::default()
-    }
-
-    /// Stores `value` under `key`.
-    pub fn put(&mut self, key: &[u8], value: &[u8]) {
-        self.ops.push(WriteOp::Put { key: key.to_vec(), value: value.to_vec(), expires_at_ms: None });
-    }
-
-    /// Stores `value` under `key`, expiring at `expires_at_ms`.
-    pub fn put_expiring(&mut self, key: &[u8], value: &[u8], expires_at_ms: u64) {
-        self.ops.push(WriteOp::Put {
-            key: key.to_vec(),
-            value: value.to_vec(),
-            expires_at_ms: Some(expires_at_ms),
-        });
-    }
-
-    /// Removes `key`.
-    pub fn delete(&mut self, key: &[u8]) {
-        self.ops.push(WriteOp::Delete { key: key.to_vec() });
-    }
-
-    /// The writes, in order.
-    pub fn ops(&self) -> &[WriteOp] {
-        &self.ops
-    }
-
-    /// Whether there are no writes.
-    pub fn is_empty(&self) -> bool {
-        self.ops.is_empty()
-    }
-}
-
 /// Why a commit applied nothing.
 #[derive(Debug)]
 pub enum Abort {
@@ -137,14 +76,20 @@ pub struct CommitOptions {
     pub sync: Option<bool>,
 }
 
-/// The latest state as a commit's `build` function sees it.
-pub trait CommitView {
+/// A commit being built: the latest state as `build` sees it, and the writes it makes.
+/// Writes are applied in order (a later write of a key wins) when the commit is applied;
+/// reads do not see them.
+pub trait Transaction {
     /// The latest entry of `key` (expired entries are absent).
     fn get(&self, key: &[u8]) -> Result<Option<StoredEntry>, KvError>;
     /// The version this commit gets if it is applied.
     fn commit_version(&self) -> u64;
     /// The time expiry is evaluated at for this commit.
     fn now_ms(&self) -> u64;
+    /// Stores `value` under `key`, expiring at `expires_at_ms` if given.
+    fn put(&mut self, key: &[u8], value: &[u8], expires_at_ms: Option<u64>);
+    /// Removes `key`.
+    fn delete(&mut self, key: &[u8]);
 }
 
 /// A consistent read-only view of a store at one version and one read time.
@@ -195,13 +140,13 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         self.snapshot().cursor(start, end, reverse)
     }
 
-    /// Builds a write set from the latest state and applies it atomically; returns the
-    /// commit's version and what the last call of `build` returned beside its write set.
+    /// Runs `build` on a [`Transaction`] over the latest state and applies its writes
+    /// atomically; returns the commit's version and what the last call of `build` returned.
     /// See the module documentation for how often `build` may run.
     fn commit<T>(
         &self,
         options: CommitOptions,
-        build: impl FnMut(&dyn CommitView) -> Result<(WriteSet, T), Abort>,
+        build: impl FnMut(&mut dyn Transaction) -> Result<T, Abort>,
     ) -> Result<(u64, T), Abort>;
 
     /// The clock expiry is evaluated on.
