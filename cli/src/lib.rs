@@ -8,5 +8,8 @@
 pub mod error;
 pub mod key_syntax;
 pub mod transfer;
-pub mod value_display;
+pub use stampkv::inspect as value_display;
 pub mod value_json;
+
+#[cfg(test)]
+mod inspect_cases;

@@ -41,8 +41,8 @@ fn main() -> Result<(), KvError> {
 
     let ada = kv.get::<Value>(&key!["users", 1])?;
     println!(
-        "users/1 = {:?} at versionstamp {}",
-        ada.value,
+        "users/1 = {} at versionstamp {}",
+        shown(ada.value),
         ada.versionstamp.map(|v| v.to_string()).unwrap_or_default()
     );
 
@@ -52,7 +52,7 @@ fn main() -> Result<(), KvError> {
         let options = ListOptions { limit: Some(1), cursor: cursor.take(), ..ListOptions::default() };
         let mut page = kv.list::<Value>(&Selector::prefix(key!["users"]), &options)?;
         let Some(entry) = page.next() else { break };
-        println!("  page: {:?}", entry?.key);
+        println!("  page: {}", entry?.key);
         cursor = Some(page.cursor()?);
     }
 
@@ -71,7 +71,7 @@ fn main() -> Result<(), KvError> {
     for thread in threads {
         thread.join().expect("thread")?;
     }
-    println!("visits = {:?}", kv.get::<KvValue>(&key!["visits"])?.value);
+    println!("visits = {}", shown(kv.get::<Value>(&key!["visits"])?.value));
 
     // A session that expires, and a watch that sees it go.
     let session = key!["sessions", "abc"];
@@ -82,19 +82,24 @@ fn main() -> Result<(), KvError> {
     )?;
     let mut watch = kv.watch(std::slice::from_ref(&session))?;
     let now = watch.next().expect("first state")?;
-    println!("session now: {:?}", now[0].value);
+    println!("session now: {}", shown(now[0].value.as_ref().map(KvValue::to_value).transpose()?));
     let later = watch.next_timeout(Duration::from_secs(5)).expect("expiry")?;
-    println!("session after expiry: {:?}", later[0].value);
+    println!("session after expiry: {}", shown(later[0].value.as_ref().map(KvValue::to_value).transpose()?));
     drop(watch);
     kv.close()?;
 
     // Everything acknowledged is there after a reopen.
     let kv = Kv::open(&dir, KvOptions::default())?;
-    println!("after reopen: users/2 = {:?}", kv.get::<Value>(&key!["users", 2])?.value);
+    println!("after reopen: users/2 = {}", shown(kv.get::<Value>(&key!["users", 2])?.value));
     assert!(kv.get::<Value>(&key!["users", 3])?.value.is_none());
     kv.close()?;
     if dir == temporary {
         std::fs::remove_dir_all(&dir).ok();
     }
     Ok(())
+}
+
+/// A value as Deno's `console.log` prints it, or `(none)`.
+fn shown(value: Option<Value>) -> String {
+    value.map_or_else(|| "(none)".to_owned(), |v| v.to_string())
 }

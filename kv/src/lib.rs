@@ -31,7 +31,7 @@ mod storage_error;
 pub mod store;
 mod watch;
 
-pub use stampkv_model::{key, select, value};
+pub use stampkv_model::{inspect, key, select, value};
 
 pub use atomic::{AtomicOperation, Check, Mutation, MutationKind};
 pub use bulk::{BulkEntry, BulkSnapshot, QueuedMessage, Restore, RestoreSummary};

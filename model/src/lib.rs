@@ -21,6 +21,7 @@
 mod bigint;
 mod entry;
 mod error;
+pub mod inspect;
 pub mod key;
 mod limits;
 mod options;

@@ -438,44 +438,6 @@ pub(crate) fn escape_regexp_source(source: &str) -> String {
     out
 }
 
-/// JavaScript's `Number.prototype.toString()` (radix 10), used to name properties that
-/// V8 wrote as numbers.
-pub(crate) fn js_number_to_string(value: f64) -> String {
-    if value.is_nan() {
-        return "NaN".into();
-    }
-    if value == 0.0 {
-        return "0".into();
-    }
-    if value.is_infinite() {
-        return if value > 0.0 { "Infinity".into() } else { "-Infinity".into() };
-    }
-    let sign = if value < 0.0 { "-" } else { "" };
-    // Rust's `{:e}` prints the shortest digits that round-trip: "d.ddde±x".
-    let formatted = format!("{:e}", value.abs());
-    let (mantissa, exponent) = formatted.split_once('e').unwrap_or((&formatted, "0"));
-    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
-    let exponent: i64 = exponent.parse().unwrap_or(0);
-    let k = digits.len() as i64;
-    let n = exponent + 1; // value = 0.digits × 10^n
-    let body = if k <= n && n <= 21 {
-        format!("{digits}{}", "0".repeat((n - k) as usize))
-    } else if 0 < n && n <= 21 {
-        format!("{}.{}", &digits[..n as usize], &digits[n as usize..])
-    } else if -6 < n && n <= 0 {
-        format!("0.{}{digits}", "0".repeat((-n) as usize))
-    } else {
-        let exp_sign = if n - 1 < 0 { '-' } else { '+' };
-        let exp = (n - 1).abs();
-        if k == 1 {
-            format!("{digits}e{exp_sign}{exp}")
-        } else {
-            format!("{}.{}e{exp_sign}{exp}", &digits[..1], &digits[1..])
-        }
-    };
-    format!("{sign}{body}")
-}
-
 // ---------------------------------------------------------------------------------------
 // Deserialization
 // ---------------------------------------------------------------------------------------
@@ -967,7 +929,7 @@ impl<'a> Reader<'a> {
         let offset = self.pos;
         match self.read_value()? {
             Value::String(s) => Ok(s),
-            Value::Number(n) => Ok(js_number_to_string(n)),
+            Value::Number(n) => Ok(crate::inspect::js_number_to_string(n)),
             _ => self.malformed(offset, "invalid property key"),
         }
     }
@@ -1259,6 +1221,7 @@ fn weight(value: &Value) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::inspect::js_number_to_string;
 
     fn hex(s: &str) -> Vec<u8> {
         s.split_whitespace().map(|b| u8::from_str_radix(b, 16).unwrap()).collect()
