@@ -3,14 +3,6 @@
 //! refused requests on keep-alive connections, watch caps and shared watches, shutdown
 //! with hostile connections open.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    clippy::panic,
-    reason = "test code: a panic is a failed test"
-)]
-
 use prost::Message;
 use stampkv::{Kv, KvOptions};
 use stampkv_server::proto;

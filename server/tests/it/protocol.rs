@@ -1,15 +1,6 @@
 //! KV Connect over real loopback sockets: every bad input (status and body) and the happy
 //! paths of the metadata exchange, snapshot_read, atomic_write, watch and metrics.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    clippy::panic,
-    clippy::unreachable,
-    reason = "test code: a panic is a failed test"
-)]
-
 use prost::Message;
 use stampkv::{key, EnqueueOptions, Kv, KvOptions, KvValue, Value};
 use stampkv_server::proto;
