@@ -1,14 +1,6 @@
 //! Edges on loopback, in front of a primary and of each other (primary ← regional edge ←
 //! two local edges): what reaches upstream, coalesced misses, TTL and push staleness,
 //! negative caching, writes through an edge, watch fan-out, eviction under a memory bound.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    clippy::panic,
-    clippy::unreachable,
-    reason = "test code: a panic is a failed test"
-)]
 
 use futures_util::StreamExt;
 use stampkv::{key, Consistency, Key, Kv, KvOptions, KvValue};
