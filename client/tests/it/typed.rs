@@ -1,18 +1,7 @@
 //! The typed client against stampkv's own server over loopback: the shared scenario, a
 //! restarted server (new database id), and stats.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    clippy::panic,
-    clippy::unreachable,
-    reason = "test code: a panic is a failed test"
-)]
-
-mod common;
-
-use common::{options, scenario, serve_on, start_server, text, TOKEN};
+use crate::common::{options, scenario, serve_on, start_server, text, TOKEN};
 use stampkv::{key, Kv, KvOptions, Value};
 use stampkv_client::{RemoteError, RemoteKv};
 use tokio::net::TcpListener;

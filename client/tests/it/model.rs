@@ -2,18 +2,7 @@
 //! checks through `RemoteKv` (to stampkv's server) and on a local `stampkv::Kv`; outcomes,
 //! values, versionstamp order and list results must agree.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    clippy::panic,
-    clippy::unreachable,
-    reason = "test code: a panic is a failed test"
-)]
-
-mod common;
-
-use common::{options, start_server, TOKEN};
+use crate::common::{options, start_server, TOKEN};
 use stampkv::{key, CommitResult, Key, Kv, KvOptions, KvValue, ListOptions, Selector, Value, Versionstamp};
 use stampkv_client::{RemoteError, RemoteKv};
 use std::collections::HashMap;

@@ -1,8 +1,6 @@
 //! What the client tests share: a stampkv server on a loopback port, and the typed scenario
 //! every KV Connect server must pass.
 
-#![allow(dead_code, reason = "each test file uses a part")]
-
 use futures_util::StreamExt;
 use stampkv::{
     key, CommitResult, Consistency, Key, Kv, KvOptions, KvValue, ListOptions, Selector, SetOptions, Value,

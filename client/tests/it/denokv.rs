@@ -2,18 +2,7 @@
 //! names its binary (`denokv --sqlite-path <tmp>/db serve --access-token T --addr A`).
 //! Without the variable the test says so and does nothing else.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    clippy::panic,
-    clippy::unreachable,
-    reason = "test code: a panic is a failed test"
-)]
-
-mod common;
-
-use common::{options, scenario, TOKEN};
+use crate::common::{options, scenario, TOKEN};
 use stampkv_client::RemoteKv;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};

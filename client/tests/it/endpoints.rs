@@ -2,15 +2,6 @@
 //! answers, metadata refresh (expiry, 401 / `Invalid database id.`, weak strong reads),
 //! protocol version headers, added latency.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    clippy::panic,
-    clippy::unreachable,
-    reason = "test code: a panic is a failed test"
-)]
-
 use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, Uri};
