@@ -12,9 +12,10 @@ use std::path::Path;
 pub fn engine_error(path: &Path, error: &Error) -> CliError {
     let shown = path.display();
     CliError::failed(match error {
-        Error::Locked { .. } => format!(
-            "{shown} is open in another process (its LOCK is held): stop that process first \
-             (`stampkv backup` can copy a database while it is open)"
+        Error::Locked { holder, .. } => format!(
+            "{shown} is open in another process ({}): stop that process first \
+             (`stampkv backup` can copy a database while it is open)",
+            holder_text(*holder)
         ),
         Error::InvalidArgument(message) => message.clone(),
         Error::Corruption { .. } => {
@@ -22,6 +23,14 @@ pub fn engine_error(path: &Path, error: &Error) -> CliError {
         }
         other => other.to_string(),
     })
+}
+
+/// Who holds a database's lock, as far as its `LOCK` file tells.
+pub fn holder_text(holder: Option<u32>) -> String {
+    match holder {
+        Some(pid) => format!("process {pid} holds its LOCK"),
+        None => "its LOCK is held".to_owned(),
+    }
 }
 
 /// The message for a database error met while working on the database in `path`.

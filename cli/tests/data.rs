@@ -592,7 +592,11 @@ fn a_database_open_in_another_process_is_reported() {
     let kv = Kv::open(&db, KvOptions::default()).unwrap();
     kv.set(&key!["k"], &Value::from(1)).unwrap();
     let path = db.to_str().unwrap();
-    let expected = format!("the database in {path} is in use by another process (its LOCK is held)");
+    // The writer (this test process) is named by its process id.
+    let expected = format!(
+        "the database in {path} is in use by another process (process {} holds its LOCK)",
+        std::process::id()
+    );
     for args in [
         vec!["get", "--path", path, r#"["k"]"#],
         vec!["set", "--path", path, r#"["k"]"#, "2"],

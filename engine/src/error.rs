@@ -31,6 +31,8 @@ pub enum Error {
     Locked {
         /// The database directory.
         path: String,
+        /// The process holding the lock for writing, if it is known and still running.
+        holder: Option<u32>,
     },
     /// The caller passed something the engine cannot accept.
     InvalidArgument(String),
@@ -72,7 +74,10 @@ impl fmt::Display for Error {
             }
             Error::Corruption { file, offset: None, reason } => write!(f, "corruption in {file}: {reason}"),
             Error::Unsupported(what) => write!(f, "unsupported format: {what}"),
-            Error::Locked { path } => {
+            Error::Locked { path, holder: Some(pid) } => {
+                write!(f, "database {path} is already open (its LOCK is held by process {pid})")
+            }
+            Error::Locked { path, holder: None } => {
                 write!(f, "database {path} is already open (its LOCK is held by this or another process)")
             }
             Error::InvalidArgument(what) => write!(f, "invalid argument: {what}"),

@@ -88,8 +88,8 @@ pub use batch::WriteBatch;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use db::{
     checkpoint, checkpoint_with_fs, repair, restore, verify, CheckpointInfo, Db, DbCursor, DbIter, Entry,
-    Ingest, IngestSummary, LatestView, Loss, Problem, RecoveryReport, RepairReport, Snapshot, TableFileInfo,
-    VerifyReport, BACKUP_FILE,
+    Ingest, IngestSummary, LatestView, Loss, Problem, ReadOnlyDb, ReadOnlySnapshot, RecoveryReport,
+    RepairReport, Snapshot, TableFileInfo, VerifyReport, BACKUP_FILE,
 };
 pub use error::{Error, Result};
 pub use options::{BackgroundMode, Options, SyncMode, WriteOptions};

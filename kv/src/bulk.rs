@@ -25,8 +25,9 @@
 
 use crate::queue::record::{message_key, parse_message_key, MessageRecord, QUEUE_PREFIX};
 use crate::storage_error::from_engine;
+use crate::store::{EngineStore, Store, StoreCursor, StoreSnapshot, StoredEntry};
 use crate::{Key, Kv, KvError, KvValue, Versionstamp};
-use stampkv_engine::{Ingest, Snapshot};
+use stampkv_engine::Ingest;
 
 /// The first byte of stampkv's reserved engine key space (the queue's records).
 const RESERVED_PREFIX: u8 = 0xFF;
@@ -60,20 +61,54 @@ pub struct QueuedMessage {
 }
 
 /// A consistent read-only view of a whole database; see [`Kv::bulk_snapshot`].
-pub struct BulkSnapshot {
-    snapshot: Snapshot,
+pub struct BulkSnapshot<S: Store = EngineStore> {
+    snapshot: S::Snapshot,
 }
 
-impl std::fmt::Debug for BulkSnapshot {
+impl<S: Store> std::fmt::Debug for BulkSnapshot<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BulkSnapshot").field("sequence", &self.snapshot.sequence()).finish()
+        f.debug_struct("BulkSnapshot").field("version", &self.snapshot.version()).finish()
     }
 }
 
-impl BulkSnapshot {
+/// The raw entries of a store cursor, as an iterator (ending after an error).
+struct RawEntries<C: StoreCursor> {
+    cursor: C,
+    done: bool,
+}
+
+impl<C: StoreCursor> Iterator for RawEntries<C> {
+    type Item = Result<(Vec<u8>, StoredEntry), KvError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        match self.cursor.advance() {
+            Ok(true) => Some(Ok((
+                self.cursor.key().to_vec(),
+                StoredEntry {
+                    value: self.cursor.value().to_vec(),
+                    version: self.cursor.version(),
+                    expires_at_ms: self.cursor.expires_at_ms(),
+                },
+            ))),
+            Ok(false) => {
+                self.done = true;
+                None
+            }
+            Err(e) => {
+                self.done = true;
+                Some(Err(e))
+            }
+        }
+    }
+}
+
+impl<S: Store> BulkSnapshot<S> {
     /// The versionstamp of the last commit the snapshot sees.
     pub fn last_versionstamp(&self) -> Versionstamp {
-        Versionstamp::from_sequence(self.snapshot.sequence())
+        Versionstamp::from_sequence(self.snapshot.version())
     }
 
     /// The time expiry is evaluated at: entries expired then are not listed.
@@ -82,29 +117,30 @@ impl BulkSnapshot {
     }
 
     /// Every live entry, in key order.
-    pub fn entries(&self) -> impl Iterator<Item = Result<BulkEntry, KvError>> + use<> {
-        let reserved: &[u8] = &[RESERVED_PREFIX];
-        self.snapshot.range::<&[u8], _>(..reserved).map(|found| {
-            let entry = found.map_err(from_engine)?;
+    pub fn entries(&self) -> impl Iterator<Item = Result<BulkEntry, KvError>> + use<S> {
+        let cursor = self.snapshot.cursor(&[], &[RESERVED_PREFIX], false);
+        RawEntries { cursor, done: false }.map(|found| {
+            let (key, entry) = found?;
             Ok(BulkEntry {
-                key: Key::decode(&entry.key)?,
+                key: Key::decode(&key)?,
                 value: KvValue::decode_stored(&entry.value)?,
-                versionstamp: Versionstamp::from_sequence(entry.seq),
+                versionstamp: Versionstamp::from_sequence(entry.version),
                 expires_at_ms: entry.expires_at_ms,
             })
         })
     }
 
     /// Every queued message, in delivery order (by deadline, then enqueue order).
-    pub fn messages(&self) -> impl Iterator<Item = Result<QueuedMessage, KvError>> + use<> {
+    pub fn messages(&self) -> impl Iterator<Item = Result<QueuedMessage, KvError>> + use<S> {
         let mut end = QUEUE_PREFIX.to_vec();
         end.push(0xFF);
-        self.snapshot.range(QUEUE_PREFIX.to_vec()..end).filter_map(|found| {
-            let entry = match found {
-                Ok(entry) => entry,
-                Err(e) => return Some(Err(from_engine(e))),
+        let cursor = self.snapshot.cursor(&QUEUE_PREFIX, &end, false);
+        RawEntries { cursor, done: false }.filter_map(|found| {
+            let (key, entry) = match found {
+                Ok(found) => found,
+                Err(e) => return Some(Err(e)),
             };
-            let (deadline_ms, _, _) = parse_message_key(&entry.key)?;
+            let (deadline_ms, _, _) = parse_message_key(&key)?;
             Some(MessageRecord::decode(&entry.value).and_then(|record| {
                 let keys_if_undelivered =
                     record.keys_if_undelivered.iter().map(|k| Key::decode(k)).collect::<Result<_, _>>()?;
@@ -168,12 +204,14 @@ fn from_ingest(error: stampkv_engine::Error) -> KvError {
     }
 }
 
-impl Kv {
+impl<S: Store> Kv<S> {
     /// A consistent view of the whole database, for export.
-    pub fn bulk_snapshot(&self) -> BulkSnapshot {
-        BulkSnapshot { snapshot: self.inner.store.db().snapshot() }
+    pub fn bulk_snapshot(&self) -> BulkSnapshot<S> {
+        BulkSnapshot { snapshot: self.inner.store.snapshot() }
     }
+}
 
+impl Kv {
     /// Starts a restore; see [`Restore`].
     pub fn restore(&self) -> Result<Restore<'_>, KvError> {
         let ingest = self.inner.store.db().ingest().map_err(from_ingest)?;

@@ -12,13 +12,13 @@
 
 use crate::key::DecodedPrefix;
 use crate::storage_error::from_engine;
-use crate::store::{EngineStore, Store, StoreSnapshot, StoredEntry};
+use crate::store::{EngineStore, ReadOnlyStore, Store, StoreSnapshot, StoredEntry};
 use crate::watch::{Watch, WatchHub};
 use crate::{
     AtomicOperation, FromKvValue, Key, KvEntry, KvEntryMaybe, KvError, KvValue, Limits, SetOptions,
     ToKvValue, Versionstamp,
 };
-use stampkv_engine::{Db, Options};
+use stampkv_engine::{Db, Options, ReadOnlyDb};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -79,6 +79,16 @@ impl Kv {
     ) -> Result<Kv, KvError> {
         let db = Db::open_with_fs(fs, path, options.engine).map_err(from_engine)?;
         Ok(Self::wrap(db, options.limits))
+    }
+
+    /// Opens the existing database in directory `path` to read only: nothing is written to
+    /// the directory (no log segment, no manifest, no table), several processes may open it
+    /// this way at once, and a process that has it open for writing keeps them out
+    /// ([`KvError::Storage`] of kind [`crate::StorageErrorKind::Locked`]), as they keep it
+    /// out. Every write fails with kind [`crate::StorageErrorKind::ReadOnly`].
+    pub fn open_read_only(path: impl AsRef<Path>, options: KvOptions) -> Result<Kv<ReadOnlyStore>, KvError> {
+        let db = ReadOnlyDb::open(path, options.engine).map_err(from_engine)?;
+        Ok(Kv::with_store(ReadOnlyStore::new(db), options.limits))
     }
 
     fn wrap(db: Db, limits: Limits) -> Kv {

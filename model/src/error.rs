@@ -255,6 +255,8 @@ pub enum StorageErrorKind {
     /// The store is out of reach for now (a cluster without a quorum, a timeout); the
     /// operation's outcome may be unknown.
     Unavailable,
+    /// The database is open read-only and the operation would write.
+    ReadOnly,
     /// Anything else.
     Other,
 }

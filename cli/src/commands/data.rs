@@ -9,6 +9,7 @@ use crate::key_syntax::{decode_hex, parse_key};
 use crate::value_display::{inspect, inspect_key, InspectOptions};
 use crate::value_json::{self, key_json, raw_v8_json, value_json};
 use stampkv::engine::Error as EngineError;
+use stampkv::store::{ReadOnlyStore, Store};
 use stampkv::{Key, Kv, KvError, KvOptions, KvValue, ListOptions, Selector, SetOptions, Value, Versionstamp};
 use std::io::{self, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
@@ -50,7 +51,7 @@ pub struct GetArgs {
 /// Runs `stampkv get`.
 pub fn get(args: GetArgs) -> Result<(), CliError> {
     let key = parse_key_argument("KEY", &args.key)?;
-    let kv = open(&args.path, Open::Existing)?;
+    let kv = open_reader(&args.path)?;
     let entry = kv.get::<KvValue>(&key);
     close(kv)?;
     let entry = entry.map_err(|e| CliError::failed(format!("cannot read {}: {e}", inspect_key(&key))))?;
@@ -265,14 +266,14 @@ pub fn list(args: ListArgs) -> Result<(), CliError> {
         return Err(CliError::failed("--limit must be a positive integer"));
     }
     let options = ListOptions { limit: args.limit, reverse: args.reverse, ..ListOptions::default() };
-    let kv = open(&args.path, Open::Existing)?;
+    let kv = open_reader(&args.path)?;
     let result = list_entries(&kv, &selector, &options, &args);
     close(kv)?;
     result
 }
 
 fn list_entries(
-    kv: &Kv,
+    kv: &Kv<ReadOnlyStore>,
     selector: &Selector,
     options: &ListOptions,
     args: &ListArgs,
@@ -386,6 +387,19 @@ enum Open {
 /// Opens the database in `path`, refusing (before touching anything) a directory that does
 /// not hold one, unless asked to create it.
 fn open(path: &Path, mode: Open) -> Result<Kv, CliError> {
+    check_directory(path, mode)?;
+    open_engine(path, mode == Open::CreateIfMissing)
+}
+
+/// Opens the existing database in `path` to read only: nothing is written to it, and other
+/// readers may have it open too.
+fn open_reader(path: &Path) -> Result<Kv<ReadOnlyStore>, CliError> {
+    check_directory(path, Open::Existing)?;
+    Kv::open_read_only(path, KvOptions::default()).map_err(|e| open_error(path, e))
+}
+
+/// Refuses a path that is not a database directory (or, when creating, an empty one).
+fn check_directory(path: &Path, mode: Open) -> Result<(), CliError> {
     let shown = path.display();
     let create = mode == Open::CreateIfMissing;
     let hint = if mode == Open::ExistingOrSuggestCreate { " (--create makes a new database)" } else { "" };
@@ -418,26 +432,36 @@ fn open(path: &Path, mode: Open) -> Result<Kv, CliError> {
         }
         Ok(_) => {}
     }
-    open_engine(path, create)
+    Ok(())
 }
 
 fn open_engine(path: &Path, create: bool) -> Result<Kv, CliError> {
     let mut options = KvOptions::default();
     options.engine.create_if_missing = create;
-    Kv::open(path, options).map_err(|e| match e {
+    Kv::open(path, options).map_err(|e| open_error(path, e))
+}
+
+/// The one line for a database that cannot be opened.
+fn open_error(path: &Path, error: KvError) -> CliError {
+    match error {
         KvError::Storage(e)
             if matches!(e.downcast_ref::<EngineError>(), Some(EngineError::Locked { .. })) =>
         {
+            let holder = match e.downcast_ref::<EngineError>() {
+                Some(EngineError::Locked { holder, .. }) => *holder,
+                _ => None,
+            };
             CliError::failed(format!(
-                "the database in {} is in use by another process (its LOCK is held)",
-                path.display()
+                "the database in {} is in use by another process ({})",
+                path.display(),
+                crate::engine_error::holder_text(holder)
             ))
         }
         e => CliError::failed(format!("cannot open the database in {}: {e}", path.display())),
-    })
+    }
 }
 
 /// Closes the database, syncing and sealing its log.
-fn close(kv: Kv) -> Result<(), CliError> {
+fn close<S: Store>(kv: Kv<S>) -> Result<(), CliError> {
     kv.close().map_err(|e| CliError::failed(format!("cannot close the database: {e}")))
 }

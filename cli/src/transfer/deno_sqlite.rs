@@ -21,6 +21,7 @@
 
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, ErrorCode, OpenFlags};
+use stampkv::store::Store;
 use stampkv::value::v8;
 use stampkv::{BulkSnapshot, Key, KvValue, QueuedMessage, Restore, Value, Versionstamp};
 use std::path::{Path, PathBuf};
@@ -337,7 +338,7 @@ fn remove_if_present(path: &Path) -> Result<(), String> {
 /// renamed into place, so a failure leaves no half-written file). An existing file is
 /// refused unless `replace`. `progress` is told of every row written.
 pub fn export(
-    snapshot: &BulkSnapshot,
+    snapshot: &BulkSnapshot<impl Store>,
     path: &Path,
     replace: bool,
     mut progress: impl FnMut(u64),
@@ -384,7 +385,7 @@ pub fn export(
 }
 
 fn write_file(
-    snapshot: &BulkSnapshot,
+    snapshot: &BulkSnapshot<impl Store>,
     temp: &Path,
     progress: &mut impl FnMut(u64),
 ) -> Result<ExportCounts, String> {

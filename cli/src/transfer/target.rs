@@ -3,6 +3,7 @@
 
 use crate::error::CliError;
 use stampkv::engine::Options;
+use stampkv::store::{ReadOnlyStore, Store};
 use stampkv::{Kv, KvError, KvOptions, Restore};
 use std::path::Path;
 
@@ -36,8 +37,9 @@ fn open(path: &Path, create: bool) -> Result<Kv, CliError> {
         .map_err(|e| CliError::failed(format!("cannot open the database {}: {e}", path.display())))
 }
 
-/// Opens an existing database to read it; refuses anything else.
-pub fn open_existing(path: &Path) -> Result<Kv, CliError> {
+/// Opens an existing database to read it, read-only (nothing is written to it; other
+/// readers may have it open too); refuses anything else.
+pub fn open_existing(path: &Path) -> Result<Kv<ReadOnlyStore>, CliError> {
     let shown = path.display();
     if !path.exists() {
         return Err(CliError::failed(format!("{shown} does not exist")));
@@ -52,7 +54,8 @@ pub fn open_existing(path: &Path) -> Result<Kv, CliError> {
             "{shown} is not a stampkv database (it has no {CURRENT} file)"
         )));
     }
-    open(path, false)
+    Kv::open_read_only(path, KvOptions::default())
+        .map_err(|e| CliError::failed(format!("cannot open the database {}: {e}", path.display())))
 }
 
 /// Opens the database a load or import writes to: an existing database, or a new one in
@@ -98,7 +101,7 @@ pub fn start_restore<'a>(kv: &'a Kv, path: &Path, force: bool) -> Result<Restore
 }
 
 /// Closes the database, reporting a failure.
-pub fn close(kv: Kv, path: &Path) -> Result<(), CliError> {
+pub fn close<S: Store>(kv: Kv<S>, path: &Path) -> Result<(), CliError> {
     kv.close().map_err(|e| CliError::failed(format!("closing the database {}: {e}", path.display())))
 }
 

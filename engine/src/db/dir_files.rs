@@ -68,25 +68,34 @@ impl Inventory {
 /// Takes the directory's lock, as opening the database does.
 pub(crate) fn lock(fs: &dyn Fs, dir: &Path) -> Result<Box<dyn FsLock>> {
     fs.lock(&filename::lock_path(dir)).map_err(|e| match e.kind() {
-        io::ErrorKind::WouldBlock => Error::Locked { path: dir.display().to_string() },
+        io::ErrorKind::WouldBlock => locked(fs, dir),
         _ => Error::io(format!("locking {}", dir.display()), e),
     })
 }
 
-/// Takes the directory's lock for a job that only reads. A directory this process may not
-/// write (read-only media, another user's backup) cannot be opened for writing by anyone
-/// either, so there the job goes on without the lock.
+/// Takes the directory's lock shared, for a job that only reads: other readers may hold it
+/// too, a writer may not. Nothing is created: without a lock file (a directory no writer
+/// ever opened) there is nothing to share, and a lock file this process may not read
+/// (another user's backup) cannot be opened for writing by anyone either, so in both
+/// cases the job goes on without the lock.
 pub(crate) fn lock_for_reading(fs: &dyn Fs, dir: &Path) -> Result<Option<Box<dyn FsLock>>> {
-    match fs.lock(&filename::lock_path(dir)) {
+    match fs.lock_shared(&filename::lock_path(dir)) {
         Ok(lock) => Ok(Some(lock)),
-        Err(e) if matches!(e.kind(), io::ErrorKind::PermissionDenied | io::ErrorKind::ReadOnlyFilesystem) => {
-            Ok(None)
-        }
-        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-            Err(Error::Locked { path: dir.display().to_string() })
-        }
+        Err(e) if matches!(e.kind(), io::ErrorKind::PermissionDenied | io::ErrorKind::NotFound) => Ok(None),
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Err(locked(fs, dir)),
         Err(e) => Err(Error::io(format!("locking {}", dir.display()), e)),
     }
+}
+
+/// The error for a directory whose lock is held, naming the process that holds it for
+/// writing if its `LOCK` file names one that is still running.
+pub(crate) fn locked(fs: &dyn Fs, dir: &Path) -> Error {
+    let holder = fs
+        .read_all(&filename::lock_path(dir))
+        .ok()
+        .and_then(|text| std::str::from_utf8(&text).ok()?.trim().parse::<u32>().ok())
+        .filter(|pid| Path::new(&format!("/proc/{pid}")).exists());
+    Error::Locked { path: dir.display().to_string(), holder }
 }
 
 /// Size of a file, 0 if it cannot be read.

@@ -17,6 +17,7 @@ mod lock_order;
 mod log_scan;
 mod open;
 mod read;
+mod read_only;
 mod repair;
 mod table_files;
 mod table_scan;
@@ -27,6 +28,7 @@ pub use checkpoint::{checkpoint, checkpoint_with_fs, restore, CheckpointInfo, BA
 pub use cursor::DbCursor;
 pub use ingest::{Ingest, IngestSummary};
 pub use read::{DbIter, Entry, LatestView, Snapshot};
+pub use read_only::{ReadOnlyDb, ReadOnlySnapshot};
 pub use repair::{repair, Loss, RepairReport};
 pub use table_files::TableFileInfo;
 pub use verify::{verify, Problem, VerifyReport};

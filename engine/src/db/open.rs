@@ -39,7 +39,7 @@ pub(crate) fn open(fs: Arc<dyn Fs>, dir: &Path, options: Options) -> Result<DbIn
         fs.create_dir_all(dir).map_err(|e| Error::io(format!("creating {dir_name}"), e))?;
     }
     let lock = fs.lock(&filename::lock_path(dir)).map_err(|e| match e.kind() {
-        io::ErrorKind::WouldBlock => Error::Locked { path: dir_name.clone() },
+        io::ErrorKind::WouldBlock => super::dir_files::locked(&*fs, dir),
         io::ErrorKind::NotFound => {
             Error::InvalidArgument(format!("database directory {dir_name} does not exist"))
         }
@@ -149,7 +149,7 @@ fn file_number(kind: FileKind) -> Option<u64> {
 }
 
 /// The manifest's state, or an empty state for a new database.
-fn load_manifest(
+pub(super) fn load_manifest(
     fs: &dyn Fs,
     dir: &Path,
     names: &[String],

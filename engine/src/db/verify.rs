@@ -17,8 +17,9 @@
 //!
 //! Files left behind by an interrupted flush, compaction or open (tables not in the
 //! manifest, old manifests and log segments, temporary files) are noted, not reported as
-//! problems: the next open removes them. Verification takes the directory's lock, so it
-//! never runs beside an open database, and writes nothing.
+//! problems: the next open removes them. Verification takes the directory's lock shared, so
+//! it never runs beside a database open for writing (read-only opens may share it), and
+//! writes nothing.
 
 use super::dir_files::{self, Inventory};
 use super::log_scan::scan_log;

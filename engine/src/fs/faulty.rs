@@ -158,4 +158,8 @@ impl Fs for FaultyFs {
     fn lock(&self, path: &Path) -> io::Result<Box<dyn FsLock>> {
         self.inner.lock(path)
     }
+
+    fn lock_shared(&self, path: &Path) -> io::Result<Box<dyn FsLock>> {
+        self.inner.lock_shared(path)
+    }
 }

@@ -207,6 +207,8 @@ struct MemState {
     pending_ops: Vec<DirOp>,
     dirs: HashSet<PathBuf>,
     locks: HashSet<PathBuf>,
+    /// Shared locks held, by path.
+    shared_locks: HashMap<PathBuf, usize>,
     next_inode: u64,
 }
 
@@ -270,14 +272,29 @@ fn not_found(path: &Path) -> io::Error {
 struct MemLock {
     state: Arc<Mutex<MemState>>,
     path: PathBuf,
+    shared: bool,
 }
 
 impl FsLock for MemLock {}
 
 impl Drop for MemLock {
     fn drop(&mut self) {
-        self.state.lock().locks.remove(&self.path);
+        let mut state = self.state.lock();
+        if !self.shared {
+            state.locks.remove(&self.path);
+            return;
+        }
+        if let Some(count) = state.shared_locks.get_mut(&self.path) {
+            *count -= 1;
+            if *count == 0 {
+                state.shared_locks.remove(&self.path);
+            }
+        }
     }
+}
+
+fn lock_held() -> io::Error {
+    io::Error::new(io::ErrorKind::WouldBlock, "the lock is held by another open database")
 }
 
 impl MemFs {
@@ -321,6 +338,7 @@ impl MemFs {
             pending_ops: Vec::new(),
             dirs: state.dirs.clone(),
             locks: HashSet::new(),
+            shared_locks: HashMap::new(),
             next_inode: state.next_inode,
         };
         MemFs { state: Arc::new(Mutex::new(new_state)) }
@@ -430,13 +448,19 @@ impl Fs for MemFs {
     }
     fn lock(&self, path: &Path) -> io::Result<Box<dyn FsLock>> {
         let mut state = self.state.lock();
-        if !state.locks.insert(path.to_path_buf()) {
-            return Err(io::Error::new(
-                io::ErrorKind::WouldBlock,
-                "the lock is held by another open database",
-            ));
+        if state.shared_locks.contains_key(path) || !state.locks.insert(path.to_path_buf()) {
+            return Err(lock_held());
         }
-        Ok(Box::new(MemLock { state: self.state.clone(), path: path.to_path_buf() }))
+        Ok(Box::new(MemLock { state: self.state.clone(), path: path.to_path_buf(), shared: false }))
+    }
+    fn lock_shared(&self, path: &Path) -> io::Result<Box<dyn FsLock>> {
+        // Locks here are names, not files: as with `lock`, nothing needs to exist.
+        let mut state = self.state.lock();
+        if state.locks.contains(path) {
+            return Err(lock_held());
+        }
+        *state.shared_locks.entry(path.to_path_buf()).or_insert(0) += 1;
+        Ok(Box::new(MemLock { state: self.state.clone(), path: path.to_path_buf(), shared: true }))
     }
 }
 
@@ -520,6 +544,20 @@ mod tests {
                 assert!(!crashed.exists(Path::new("/x/CURRENT.tmp")));
             }
         }
+    }
+
+    #[test]
+    fn shared_locks_exclude_an_exclusive_one_and_not_each_other() {
+        let fs = MemFs::new();
+        let first = fs.lock_shared(Path::new("/LOCK")).unwrap();
+        let second = fs.lock_shared(Path::new("/LOCK")).unwrap();
+        assert_eq!(fs.lock(Path::new("/LOCK")).err().unwrap().kind(), io::ErrorKind::WouldBlock);
+        drop(first);
+        assert_eq!(fs.lock(Path::new("/LOCK")).err().unwrap().kind(), io::ErrorKind::WouldBlock);
+        drop(second);
+        let exclusive = fs.lock(Path::new("/LOCK")).unwrap();
+        assert_eq!(fs.lock_shared(Path::new("/LOCK")).err().unwrap().kind(), io::ErrorKind::WouldBlock);
+        drop(exclusive);
     }
 
     #[test]

@@ -82,6 +82,10 @@ pub trait Fs: Send + Sync + 'static {
     fn exists(&self, path: &Path) -> bool;
     /// Takes an exclusive lock (creating the lock file if needed); `WouldBlock` if held.
     fn lock(&self, path: &Path) -> io::Result<Box<dyn FsLock>>;
+    /// Takes a shared lock on an existing lock file: any number of shared holders at once,
+    /// `WouldBlock` while an exclusive lock is held (and an exclusive lock is refused while
+    /// a shared one is held).
+    fn lock_shared(&self, path: &Path) -> io::Result<Box<dyn FsLock>>;
 }
 
 /// Adapts an [`FsFile`] to the table reader's [`stampkv_sstable::ReadAt`].

@@ -51,12 +51,23 @@ impl FsFile for File {
 /// How long opening waits for a held `LOCK` before it reports the database as open elsewhere.
 const LOCK_WAIT: Duration = Duration::from_millis(500);
 
-/// An `flock`-style exclusive lock, released when the file is closed.
+/// An `flock` on the `LOCK` file, released when the file is closed. The holder of the
+/// exclusive lock writes its process id into the file (so that a refused open can name
+/// it) and empties it again when it lets go.
 struct StdLock {
-    _file: File,
+    file: File,
+    exclusive: bool,
 }
 
 impl FsLock for StdLock {}
+
+impl Drop for StdLock {
+    fn drop(&mut self) {
+        if self.exclusive {
+            let _ = self.file.set_len(0);
+        }
+    }
+}
 
 impl Fs for StdFs {
     fn create(&self, path: &Path) -> io::Result<Arc<dyn FsFile>> {
@@ -101,27 +112,43 @@ impl Fs for StdFs {
     }
     fn lock(&self, path: &Path) -> io::Result<Box<dyn FsLock>> {
         let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)?;
-        // An `flock` belongs to the open file description, and a child process shares its
-        // parent's descriptions from `fork` until `exec` closes them (the file is opened
-        // close-on-exec). So a database just closed by a process that is starting another
-        // program on some other thread can stay locked for that moment, a few milliseconds
-        // on a loaded machine. Such a lock is let go soon; a database really open elsewhere
-        // is still refused after LOCK_WAIT.
-        let started = Instant::now();
-        loop {
-            match file.try_lock() {
-                Ok(()) => return Ok(Box::new(StdLock { _file: file })),
-                Err(TryLockError::WouldBlock) if started.elapsed() < LOCK_WAIT => {
-                    std::thread::sleep(Duration::from_millis(10));
-                }
-                Err(TryLockError::WouldBlock) => {
-                    return Err(io::Error::new(
-                        io::ErrorKind::WouldBlock,
-                        "the lock is held by another open database",
-                    ))
-                }
-                Err(TryLockError::Error(e)) => return Err(e),
+        let file = acquire(file, File::try_lock)?;
+        // Naming the holder is a courtesy: a failure to write it changes nothing.
+        let pid = format!("{}\n", std::process::id());
+        let _ = file.set_len(0).and_then(|()| FileExt::write_all_at(&file, pid.as_bytes(), 0));
+        Ok(Box::new(StdLock { file, exclusive: true }))
+    }
+    fn lock_shared(&self, path: &Path) -> io::Result<Box<dyn FsLock>> {
+        // The lock file must exist: a reader never creates anything.
+        let file = OpenOptions::new().read(true).open(path)?;
+        let file = acquire(file, File::try_lock_shared)?;
+        Ok(Box::new(StdLock { file, exclusive: false }))
+    }
+}
+
+/// Takes an `flock` on `file` with `try_lock`, waiting up to [`LOCK_WAIT`] while it is held.
+///
+/// An `flock` belongs to the open file description, and a child process shares its
+/// parent's descriptions from `fork` until `exec` closes them (the file is opened
+/// close-on-exec). So a database just closed by a process that is starting another
+/// program on some other thread can stay locked for that moment, a few milliseconds on a
+/// loaded machine. Such a lock is let go soon; a database really open elsewhere is still
+/// refused after `LOCK_WAIT`.
+fn acquire(file: File, try_lock: fn(&File) -> Result<(), TryLockError>) -> io::Result<File> {
+    let started = Instant::now();
+    loop {
+        match try_lock(&file) {
+            Ok(()) => return Ok(file),
+            Err(TryLockError::WouldBlock) if started.elapsed() < LOCK_WAIT => {
+                std::thread::sleep(Duration::from_millis(10));
             }
+            Err(TryLockError::WouldBlock) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::WouldBlock,
+                    "the lock is held by another open database",
+                ))
+            }
+            Err(TryLockError::Error(e)) => return Err(e),
         }
     }
 }

@@ -26,7 +26,8 @@ impl EngineStore {
     }
 }
 
-fn stored(entry: Entry) -> StoredEntry {
+/// An engine entry as the seam carries it.
+pub(super) fn stored(entry: Entry) -> StoredEntry {
     StoredEntry { value: entry.value, version: entry.seq, expires_at_ms: entry.expires_at_ms }
 }
 

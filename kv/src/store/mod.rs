@@ -33,9 +33,11 @@
 
 mod engine;
 mod memory;
+mod read_only;
 
-pub use engine::EngineStore;
-pub use memory::MemoryStore;
+pub use engine::{EngineCursor, EngineStore};
+pub use memory::{MemoryCursor, MemorySnapshot, MemoryStore};
+pub use read_only::ReadOnlyStore;
 
 use crate::KvError;
 use stampkv_engine::Clock;

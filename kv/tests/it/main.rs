@@ -20,4 +20,5 @@ mod deno_parity;
 mod list;
 mod queue;
 mod queue_parity;
+mod read_only;
 mod remote;
