@@ -4,18 +4,7 @@
 //! including every commit acknowledged before the backup began. Bad input: one clear line
 //! and a non-zero exit.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    clippy::panic,
-    clippy::unreachable,
-    reason = "test code: a panic is a failed test"
-)]
-
-mod common;
-
-use common::{fails_with, stampkv};
+use crate::common::{fails_with, stampkv};
 use stampkv::engine::{Options, SyncMode};
 use stampkv::{key, Kv, KvOptions, Value};
 use std::path::Path;

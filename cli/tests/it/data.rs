@@ -1,14 +1,6 @@
 //! `stampkv get`, `set`, `delete` and `list`, run as the built binary against temporary
 //! database directories. Expected printed values were obtained from Deno 2.9.6
 //! (`Deno.inspect(value)` with NO_COLOR=1) for the same values.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    clippy::panic,
-    clippy::unreachable,
-    reason = "test code: a panic is a failed test"
-)]
 
 use stampkv::{key, Kv, KvBigInt, KvOptions, KvValue, Value};
 use std::io::{BufRead, BufReader, Write};

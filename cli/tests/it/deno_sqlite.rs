@@ -7,18 +7,7 @@
 //! text below was read from a file `Deno.openKv(path)` created). `cli/e2e/run.sh` checks
 //! the same against real Deno.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    clippy::panic,
-    clippy::unreachable,
-    reason = "test code: a panic is a failed test"
-)]
-
-mod dump_support;
-
-use dump_support::{arg, contents, fails, ok};
+use crate::dump_support::{arg, contents, fails, ok};
 use rusqlite::{params, Connection};
 use stampkv::engine::{Options, SyncMode};
 use stampkv::value::v8;

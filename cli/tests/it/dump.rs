@@ -3,18 +3,7 @@
 //! input — truncated, altered or malformed dumps, wrong directories, non-empty targets — is
 //! one error line, with nothing written.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    clippy::panic,
-    clippy::unreachable,
-    reason = "test code: a panic is a failed test"
-)]
-
-mod dump_support;
-
-use dump_support::{arg, contents, fails, ok, run};
+use crate::dump_support::{arg, contents, fails, ok, run};
 use stampkv::engine::{Options, SyncMode};
 use stampkv::value::v8;
 use stampkv::{

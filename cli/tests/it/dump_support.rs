@@ -1,8 +1,6 @@
 //! Helpers shared by the `dump`/`load` and `import-deno`/`export-deno` tests: running the
 //! binary, and reading a database directory whole.
 
-#![allow(dead_code, reason = "each test file uses a part")]
-
 use stampkv::{BulkEntry, Kv, KvOptions, QueuedMessage, Versionstamp};
 use std::path::Path;
 use std::process::{Command, Output};

@@ -3,15 +3,6 @@
 //! `--stale-if-error`), answers a miss with a 503 naming the upstream, and recovers when the
 //! primary comes back on the same address (with the same database id).
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    clippy::panic,
-    clippy::unreachable,
-    reason = "test code: a panic is a failed test"
-)]
-
 use stampkv::{key, Consistency, Key, Kv, KvOptions, KvValue};
 use stampkv_client::{ConnectOptions, RemoteKv, Retry};
 use stampkv_kvconnect as proto;

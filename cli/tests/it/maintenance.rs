@@ -5,18 +5,7 @@
 //! database, a missing directory, a database another process holds open) gets one clear
 //! line and exit 1, and creates nothing.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    clippy::panic,
-    clippy::unreachable,
-    reason = "test code: a panic is a failed test"
-)]
-
-mod common;
-
-use common::{fails_with, stampkv};
+use crate::common::{fails_with, stampkv};
 use stampkv::engine::Options;
 use stampkv::{key, Kv, KvOptions, Value};
 use std::collections::BTreeMap;

@@ -1,15 +1,6 @@
 //! Report commands whose reader goes away (`stampkv stats | head -1`) end quietly with status
 //! 0: no panic message about a broken pipe.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    clippy::panic,
-    clippy::unreachable,
-    reason = "test code: a panic is a failed test"
-)]
-
 use std::process::{Command, Stdio};
 
 #[test]

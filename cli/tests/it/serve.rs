@@ -3,15 +3,6 @@
 //! acknowledged commit of a continuous writer survives; watch streams end; the process exits
 //! 0 after closing the database. Plain HTTP/1.1 over loopback sockets.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    clippy::panic,
-    clippy::unreachable,
-    reason = "test code: a panic is a failed test"
-)]
-
 use prost::Message;
 use stampkv::{key, Key, Kv, KvOptions, KvValue};
 use stampkv_server::proto;
