@@ -272,3 +272,33 @@ pub struct WriteOptions {
     /// fdatasync, `Some(false)` only hands the commit to the OS.
     pub sync: Option<bool>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The defaults the repository's DESIGN.md quotes (memory, flush, compaction, tables):
+    /// changing one here means changing the document too.
+    #[test]
+    fn defaults_are_the_ones_design_md_quotes() {
+        let o = Options::default();
+        assert_eq!(o.sync_mode, SyncMode::Always);
+        assert_eq!(o.write_buffer_size, 32 << 20);
+        assert_eq!(o.memtables_per_flush, 2);
+        assert_eq!(o.max_immutable_memtables, 4);
+        assert_eq!(o.write_buffer_size * (1 + o.max_immutable_memtables), 160 << 20);
+        assert_eq!(o.block_cache_bytes, 32 << 20);
+        assert_eq!(o.max_open_files, 1000);
+        assert_eq!((o.l0_compaction_trigger, o.l0_slowdown_trigger, o.l0_stop_trigger), (4, 12, 20));
+        assert_eq!(o.target_file_size, 16 << 20);
+        assert_eq!(o.level1_target_bytes, 256 << 20);
+        assert_eq!(o.level_size_ratio, 10);
+        assert_eq!(o.max_manifest_bytes, 4 << 20);
+        assert_eq!(
+            (o.table.block_size, o.table.restart_interval, o.table.bloom_bits_per_key),
+            (4096, 16, 10)
+        );
+        assert_eq!(o.table.restart_bytes, 256);
+        assert_eq!(o.table.index_restart_interval, 4);
+    }
+}

@@ -41,3 +41,18 @@ impl Default for Limits {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Deno's limits, as DESIGN.md and `../shared/reference/deno-kv-semantics.md` give them.
+    #[test]
+    fn defaults_are_denos() {
+        let l = Limits::default();
+        assert_eq!((l.max_write_key_bytes, l.max_read_key_bytes, l.max_value_bytes), (2048, 2049, 65536));
+        assert_eq!((l.max_checks, l.max_mutations), (100, 1000));
+        assert_eq!((l.max_total_mutation_bytes, l.max_total_key_bytes), (819_200, 81_920));
+        assert_eq!((l.max_read_ranges, l.max_read_entries, l.max_watched_keys), (10, 1000, 10));
+    }
+}

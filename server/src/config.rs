@@ -57,3 +57,16 @@ impl std::fmt::Display for ConfigError {
 }
 
 impl std::error::Error for ConfigError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The defaults DESIGN.md and server/DESIGN.md quote.
+    #[test]
+    fn defaults_are_the_documented_ones() {
+        let c = Config::new("a-token-of-some-length");
+        assert_eq!(c.inline_read_limit, 16);
+        assert_eq!(c.watch_frame_interval, Duration::from_millis(25));
+    }
+}

@@ -56,3 +56,22 @@ impl NetConfig {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The defaults DESIGN.md and server/DESIGN.md quote.
+    #[test]
+    fn defaults_are_the_documented_ones() {
+        let n = NetConfig::new("a-token-of-some-length");
+        assert_eq!((n.max_body_bytes, n.max_connections, n.max_blocking), (16 << 20, 4096, 64));
+        assert_eq!((n.max_watches, n.max_watches_per_connection), (4096, 256));
+        let seconds = |d: Duration| d.as_secs();
+        assert_eq!(
+            (seconds(n.header_read_timeout), seconds(n.idle_timeout), seconds(n.body_read_timeout)),
+            (10, 60, 30)
+        );
+        assert_eq!((seconds(n.keepalive_interval), seconds(n.shutdown_grace)), (5, 10));
+    }
+}
