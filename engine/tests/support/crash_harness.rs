@@ -17,7 +17,7 @@
 //! 400). On failure the database directory is kept and its path printed.
 #![allow(dead_code)]
 
-#[path = "../common/mod.rs"]
+#[path = "../it/common.rs"]
 pub mod common;
 
 use common::{env_or, Rng};

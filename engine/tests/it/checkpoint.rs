@@ -4,15 +4,6 @@
 //! (`Db::checkpoint`) and from the directory alone, as another process does
 //! (`checkpoint`), on the real file system (hard links) and in memory (copies).
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    clippy::panic,
-    clippy::unreachable,
-    reason = "test code: a panic is a failed test"
-)]
-
 use stampkv_engine::fs::{Fs, MemFs, StdFs};
 use stampkv_engine::{
     checkpoint, checkpoint_with_fs, restore, verify, BackgroundMode, CheckpointInfo, Db, Error, Options,

@@ -3,18 +3,7 @@
 //! expiring values, it yields exactly what the owning iterator (`Db::range`) yields and a
 //! `BTreeMap` model holds; it keeps its view while the database changes; it ends cleanly.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    clippy::panic,
-    clippy::unreachable,
-    reason = "test code: a panic is a failed test"
-)]
-
-mod common;
-
-use common::{env_or, Rng};
+use crate::common::{env_or, Rng};
 use stampkv_engine::{BackgroundMode, Clock, Db, DbCursor, Entry, ManualClock, Options, WriteBatch};
 use std::collections::BTreeMap;
 use std::ops::Bound;

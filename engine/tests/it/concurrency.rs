@@ -19,21 +19,10 @@
 //! Variants: in-memory (`MemFs`, reopened from the same file system), on disk
 //! (`tempfile::tempdir`, `SyncMode::Always` with group commit) and `Db::open_in_memory`.
 //!
-//! Longer: `STAMPKV_CONC_OPS=20000 cargo test -p stampkv-engine --test concurrency`
+//! Longer: `STAMPKV_CONC_OPS=20000 cargo test -p stampkv-engine --test it concurrency::`
 //! (commits per writer thread); `STAMPKV_CONC_SEED=<n>` changes the seed.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    clippy::panic,
-    clippy::unreachable,
-    reason = "test code: a panic is a failed test"
-)]
-
-mod common;
-
-use common::{env_or, Rng};
+use crate::common::{env_or, Rng};
 use stampkv_engine::fs::MemFs;
 use stampkv_engine::{BackgroundMode, Db, Entry, Error, Options, SyncMode, WriteBatch, WriteOptions};
 use std::collections::BTreeMap;

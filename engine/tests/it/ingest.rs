@@ -1,15 +1,6 @@
 //! Bulk ingestion (`Db::ingest`): entries with their own sequence numbers, installed as one
 //! unit, durable, and refused whenever installing them would break what readers see.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    clippy::panic,
-    clippy::unreachable,
-    reason = "test code: a panic is a failed test"
-)]
-
 use stampkv_engine::{BackgroundMode, Db, Error, Options, WriteBatch};
 use std::path::Path;
 

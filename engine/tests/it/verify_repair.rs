@@ -4,20 +4,9 @@
 //! database left alone, a missing table, damage in several places.
 //!
 //! More flips: `STAMPKV_FLIP_TRIALS=5000 STAMPKV_FLIP_SEED=7 cargo test -p stampkv-engine --test
-//! verify_repair`.
+//! it verify_repair::`.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    clippy::panic,
-    clippy::unreachable,
-    reason = "test code: a panic is a failed test"
-)]
-
-mod common;
-
-use common::{env_or, Rng};
+use crate::common::{env_or, Rng};
 use stampkv_engine::fs::{CrashPolicy, Fs, MemFs};
 use stampkv_engine::{
     repair, verify, BackgroundMode, Db, Error, Loss, Options, RepairReport, TableOptions, VerifyReport,

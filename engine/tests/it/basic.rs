@@ -1,14 +1,5 @@
 //! Behaviour of the engine's public API, one behaviour per test.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    clippy::panic,
-    clippy::unreachable,
-    reason = "test code: a panic is a failed test"
-)]
-
 use stampkv_engine::fs::{CrashPolicy, Fs, MemFs};
 use stampkv_engine::{
     BackgroundMode, Compression, Db, Entry, Error, ManualClock, Options, RecoveryMode, SyncMode, WriteBatch,

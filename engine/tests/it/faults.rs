@@ -4,15 +4,6 @@
 //! cannot make durable — while reads keep working, and (2) after a power loss and reopen,
 //! hold every acknowledged commit and nothing after a hole (a prefix of the commits).
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    clippy::panic,
-    clippy::unreachable,
-    reason = "test code: a panic is a failed test"
-)]
-
 use stampkv_engine::fs::{CrashPolicy, FaultOp, FaultyFs, Fs, MemFs};
 use stampkv_engine::{BackgroundMode, Db, Error, Options};
 use std::io::ErrorKind;

@@ -5,15 +5,6 @@
 //! its data. Inline background work makes "idle" exact: the last write's compactions have
 //! all run before it returns.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    clippy::panic,
-    clippy::unreachable,
-    reason = "test code: a panic is a failed test"
-)]
-
 use stampkv_engine::fs::MemFs;
 use stampkv_engine::{BackgroundMode, Compression, Db, Options, Stats};
 use stampkv_testkit::SplitMix64 as Rng;

@@ -4,18 +4,7 @@
 //! files stays within the capacity plus the tables readers hold; a table damaged while it
 //! is closed is reported as corruption when a read opens it again.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    clippy::panic,
-    clippy::unreachable,
-    reason = "test code: a panic is a failed test"
-)]
-
-mod common;
-
-use common::{env_or, Rng};
+use crate::common::{env_or, Rng};
 use stampkv_engine::fs::{Fs, MemFs};
 use stampkv_engine::{BackgroundMode, Db, DbIter, Options, SyncMode, TableFileInfo};
 use std::collections::BTreeMap;

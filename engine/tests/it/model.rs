@@ -7,20 +7,9 @@
 //! partial batch. Every read also checks the sequence number of each entry.
 //!
 //! Fixed seeds run in CI. More: `STAMPKV_MODEL_SEEDS=200 STAMPKV_MODEL_OPS=5000 cargo test
-//! --release -p stampkv-engine --test model`; one seed: `STAMPKV_MODEL_SEED=1234`.
+//! --release -p stampkv-engine --test it model::`; one seed: `STAMPKV_MODEL_SEED=1234`.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    clippy::panic,
-    clippy::unreachable,
-    reason = "test code: a panic is a failed test"
-)]
-
-mod common;
-
-use common::{env_or, Rng};
+use crate::common::{env_or, Rng};
 use stampkv_engine::fs::{CrashPolicy, MemFs};
 use stampkv_engine::{
     BackgroundMode, Clock, Compression, Db, Entry, ManualClock, Options, Snapshot, SyncMode, WriteBatch,

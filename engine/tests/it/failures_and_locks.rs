@@ -6,15 +6,6 @@
 //! thread that poisons the database, which `close` then reports. So a workload that
 //! reaches every locking path in a mode and closes cleanly has kept the order there.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    clippy::panic,
-    clippy::unreachable,
-    reason = "test code: a panic is a failed test"
-)]
-
 use stampkv_engine::fs::{FaultOp, FaultyFs, MemFs};
 use stampkv_engine::{BackgroundMode, Db, Error, Options, SyncMode, WriteBatch, WriteOptions};
 use std::io::ErrorKind;
