@@ -33,7 +33,7 @@ const DIR: &str = "/fuzz-db";
 struct KeyId(u8);
 
 impl KeyId {
-    /// 256 keys of different lengths sharing prefixes (as engine/tests/model.rs makes them).
+    /// 256 keys of different lengths sharing prefixes (as engine/tests/it/model.rs makes them).
     fn bytes(self) -> Vec<u8> {
         let id = self.0;
         match id % 4 {

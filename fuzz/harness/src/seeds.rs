@@ -496,7 +496,7 @@ fn dump_reader(out: &mut Vec<Seed>) {
 
 fn key_syntax(out: &mut Vec<Seed>) {
     // The examples of cli/src/key_syntax.rs (its documentation and tests), cli/FORMAT.md and
-    // cli/tests/data.rs.
+    // cli/tests/it/data.rs.
     let texts: [&str; 32] = [
         r#"["users", 42n, true, 1.5, "é"]"#,
         "[]",
