@@ -1,6 +1,7 @@
 //! Workloads shared by the benchmarks: LevelDB db_bench's, with 16-byte keys and 100-byte
 //! values, run against any engine behind [`BenchEngine`].
 
+#![forbid(unsafe_code)]
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

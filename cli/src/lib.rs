@@ -5,6 +5,8 @@
 //! built on them; the fuzz targets in `fuzz/` drive the key parser and the dump reader
 //! through this library.
 
+#![forbid(unsafe_code)]
+
 pub mod error;
 pub mod key_syntax;
 pub mod transfer;

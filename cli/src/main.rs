@@ -2,6 +2,8 @@
 //! over KV Connect, look into and edit it, move data in and out (text dumps, Deno's SQLite
 //! file), back it up while it is live, verify and repair it.
 
+#![forbid(unsafe_code)]
+
 mod commands;
 mod engine_error;
 mod output;

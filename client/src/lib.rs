@@ -50,6 +50,8 @@
 //! Connect has no way to receive queue messages), following redirects of the metadata URL,
 //! and sums of V8 numbers (`sum` takes `KvU64` operands).
 
+#![forbid(unsafe_code)]
+
 mod api;
 mod atomic;
 mod convert;

@@ -24,6 +24,8 @@
 //! - **Upstream down.** Fresh entries are served as usual; expired ones are served for up to
 //!   `stale_if_error` longer (counted); a miss is a 503 saying the upstream is unreachable.
 
+#![forbid(unsafe_code)]
+
 pub mod cache;
 mod config;
 mod fill;

@@ -20,6 +20,8 @@
 //!
 //! See `../shared/SPEC.md` for the contract and DESIGN.md for how it maps onto the engine.
 
+#![forbid(unsafe_code)]
+
 mod atomic;
 pub mod bulk;
 mod db;

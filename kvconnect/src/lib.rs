@@ -16,6 +16,8 @@
 //! assert_eq!(read.encode_to_vec(), [0x0a, 0x0d, 0x0a, 0x03, 2, b'a', 0, 0x12, 0x04, 2, b'a', 0, 0, 0x18, 1]);
 //! ```
 
+#![forbid(unsafe_code)]
+
 pub mod frame;
 #[cfg(feature = "http")]
 pub mod http;

@@ -17,6 +17,8 @@
 //! supported by this server.`): Deno's client never sends one, and the protocol has no way
 //! to listen to a queue, so a message could never be delivered to a remote client.
 
+#![forbid(unsafe_code)]
+
 mod config;
 mod errors;
 mod metadata;

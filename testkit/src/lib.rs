@@ -2,6 +2,8 @@
 //! database): the seeded generator that every randomised test uses, so that a seed means
 //! the same sequence everywhere, and the plumbing of the process-kill tests.
 
+#![forbid(unsafe_code)]
+
 mod data;
 pub mod process;
 mod rng;

@@ -24,6 +24,7 @@
 //! network targets are real Deno traffic, recorded by `fuzz/seeds/capture.mjs` (see
 //! `fuzz/seeds/README.md`).
 
+#![forbid(unsafe_code)]
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
