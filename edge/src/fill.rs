@@ -4,15 +4,19 @@
 //! A fill runs as a task of its own, so a client that goes away does not cancel what other
 //! clients wait on. Its answers are cached unless a change recorded since it started touches
 //! their range (see [`crate::invalidations`]).
+//!
+//! [`Filler`] owns the upstream reads in flight; it caches what they bring in the [`Store`].
 
 use crate::cache::{Answer, RangeKey};
-use crate::service::Edge;
+use crate::metrics::EdgeMetrics;
+use crate::store::Store;
 use crate::wire;
 use futures_util::future::{BoxFuture, FutureExt, Shared};
-use stampkv_client::RemoteError;
+use parking_lot::Mutex;
+use stampkv_client::{RemoteError, RemoteKv};
 use stampkv_kvconnect as proto;
 use stampkv_model::Consistency;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -42,7 +46,22 @@ impl Pending {
     }
 }
 
-impl Edge {
+/// The upstream reads in flight, by range: joins a miss to the read of its range, or starts
+/// one.
+#[derive(Debug)]
+pub(crate) struct Filler {
+    store: Arc<Store>,
+    upstream: RemoteKv,
+    metrics: Arc<EdgeMetrics>,
+    flights: Mutex<HashMap<RangeKey, Pending>>,
+}
+
+impl Filler {
+    /// A filler reading from `upstream` into `store`, counting in `metrics`.
+    pub(crate) fn new(store: Arc<Store>, upstream: RemoteKv, metrics: Arc<EdgeMetrics>) -> Filler {
+        Filler { store, upstream, metrics, flights: Mutex::new(HashMap::new()) }
+    }
+
     /// Joins the fill in flight of each range, starting one upstream read for those with none.
     pub(crate) fn fetch(self: &Arc<Self>, keys: &[RangeKey]) -> Vec<Pending> {
         let mut flights = self.flights.lock();
@@ -80,15 +99,15 @@ impl Edge {
     /// registers the fill there; the task takes the lock to unregister, so it cannot
     /// unregister before it was registered.
     fn start_fill(self: &Arc<Self>, keys: Vec<RangeKey>) -> Shared<BoxFuture<'static, FillResult>> {
-        let since = self.store.lock().invalidations.epoch();
-        let edge = self.clone();
+        let since = self.store.epoch();
+        let filler = self.clone();
         let task = tokio::spawn(async move {
             let request = proto::SnapshotRead { ranges: keys.iter().map(RangeKey::to_proto).collect() };
-            edge.metrics.upstream_reads.add(1);
-            let result = edge.upstream.snapshot_read_raw(&request, Consistency::Eventual).await;
+            filler.metrics.upstream_reads.add(1);
+            let result = filler.upstream.snapshot_read_raw(&request, Consistency::Eventual).await;
             let outcome = match result {
                 Ok(output) if output.ranges.len() == keys.len() => {
-                    Ok(Arc::new(edge.settle(&keys, since, &output)))
+                    Ok(Arc::new(filler.settle(&keys, since, &output)))
                 }
                 Ok(_) => Err(Arc::new(RemoteError::Protocol(
                     "the upstream answered a different number of ranges than asked".into(),
@@ -96,9 +115,9 @@ impl Edge {
                 Err(e) => Err(Arc::new(e)),
             };
             if outcome.is_err() {
-                edge.metrics.upstream_errors.add(1);
+                filler.metrics.upstream_errors.add(1);
             }
-            let mut flights = edge.flights.lock();
+            let mut flights = filler.flights.lock();
             for key in &keys {
                 flights.remove(key);
             }
@@ -118,23 +137,7 @@ impl Edge {
     fn settle(&self, keys: &[RangeKey], since: u64, output: &proto::SnapshotReadOutput) -> Vec<Answer> {
         let now = Instant::now();
         let answers: Vec<Answer> = output.ranges.iter().map(|r| wire::answer(r, now)).collect();
-        let mut store = self.store.lock();
-        for (key, answer) in keys.iter().zip(&answers) {
-            if store.invalidations.touched_since(since, key) {
-                continue;
-            }
-            let fresh_point = matches!(key, RangeKey::Point(_)) && !store.cache.contains(key);
-            if !store.cache.insert(key.clone(), answer.clone()) {
-                continue;
-            }
-            if let RangeKey::Point(point) = key {
-                // A pulled answer is governed by the TTL again, even under a subscription.
-                store.pushed.remove(point);
-                if fresh_point && self.config.push {
-                    store.push_queue.push_back(point.clone());
-                }
-            }
-        }
+        self.store.settle(keys, since, &answers);
         answers
     }
 }

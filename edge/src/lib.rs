@@ -25,6 +25,7 @@
 //!   `stale_if_error` longer (counted); a miss is a 503 saying the upstream is unreachable.
 
 #![forbid(unsafe_code)]
+#![warn(unreachable_pub)]
 
 pub mod cache;
 mod config;
@@ -35,8 +36,13 @@ mod metadata;
 pub mod metrics;
 mod push;
 mod read;
+mod read_path;
+mod respond;
 mod service;
+mod store;
+mod upstream;
 mod watch;
+mod watch_hub;
 mod wire;
 mod write;
 

@@ -1,7 +1,7 @@
 //! The routes and the accept loop of an edge.
 
 use crate::service::Edge;
-use crate::{metadata, push, read, watch, write};
+use crate::{metadata, read, watch, write};
 use axum::extract::State;
 use axum::http::{header, HeaderMap};
 use axum::response::{IntoResponse, Response};
@@ -33,12 +33,12 @@ pub fn router(edge: Arc<Edge>) -> Router {
 
 /// `GET /metrics`: needs the bearer token.
 async fn metrics(State(edge): State<Arc<Edge>>, headers: HeaderMap) -> Response {
-    if let Err(e) = check_token(&edge.config.net.access_token, &headers) {
-        edge.metrics.request("metrics", e.status.as_u16());
+    if let Err(e) = check_token(&edge.config().net.access_token, &headers) {
+        edge.metrics().request("metrics", e.status.as_u16());
         return e.into_response();
     }
     let text = edge.render_metrics();
-    edge.metrics.request("metrics", 200);
+    edge.metrics().request("metrics", 200);
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }
 
@@ -49,9 +49,9 @@ pub async fn serve(
     edge: Arc<Edge>,
     shutdown: impl Future<Output = ()> + Send,
 ) -> std::io::Result<()> {
-    let pusher = edge.config.push.then(|| tokio::spawn(push::run(edge.clone())));
-    let net = edge.config.net.clone();
-    let stopping = edge.stopping.clone();
+    let pusher = edge.pusher().map(|pusher| tokio::spawn(pusher.run()));
+    let net = edge.config().net.clone();
+    let stopping = edge.stopping().clone();
     let result =
         stampkv_kvconnect::http::serve_router(listener, router(edge), &net, stopping, shutdown).await;
     if let Some(pusher) = pusher {

@@ -1,50 +1,33 @@
-//! The edge's shared state: its configuration, the upstream client, the cache with its
-//! invalidation history, the upstream reads in flight, the watch hub and the counters.
+//! The composition root: [`Edge`] builds the edge's parts from its configuration and hands
+//! them to the handlers. The parts own their state and know nothing of `Edge`: the
+//! [`Store`] (cached answers and invalidation), the [`Filler`] (coalesced upstream reads),
+//! the [`ReadPath`] (eventual and strong reads), the [`WatchHub`] (shared watches) and push
+//! mode's [`Pusher`].
 
-use crate::cache::{Cache, RangeKey};
 use crate::config::EdgeConfig;
-use crate::fill::Pending;
-use crate::invalidations::Invalidations;
+use crate::fill::Filler;
 use crate::metrics::{EdgeMetrics, Gauges};
-use crate::watch::WatchHub;
-use crate::wire;
-use parking_lot::Mutex;
+use crate::push::Pusher;
+use crate::read_path::{Freshness, ReadPath};
+use crate::store::Store;
+use crate::watch_hub::{WatchHub, WatchLimits};
 use stampkv_client::{ConnectOptions, RemoteError, RemoteKv, Retry};
-use stampkv_kvconnect as proto;
-use std::collections::{HashMap, HashSet, VecDeque};
-use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio_util::sync::CancellationToken;
-
-/// How many invalidations the history remembers (see [`crate::invalidations`]).
-const INVALIDATION_HISTORY: usize = 4096;
-
-/// What the cache lock guards: the cache and what must change together with it.
-#[derive(Debug)]
-pub(crate) struct Store {
-    pub(crate) cache: Cache,
-    pub(crate) invalidations: Invalidations,
-    /// Keys whose cached point answer came from a live push subscription: fresh whatever
-    /// their age, until the subscription ends or a pull answer replaces it.
-    pub(crate) pushed: HashSet<Vec<u8>>,
-    /// Keys newly cached as points, waiting for a push subscription.
-    pub(crate) push_queue: VecDeque<Vec<u8>>,
-}
 
 /// A running edge.
 #[derive(Debug)]
 pub struct Edge {
-    pub(crate) config: EdgeConfig,
-    pub(crate) upstream: RemoteKv,
-    pub(crate) database_id: String,
-    pub(crate) store: Mutex<Store>,
-    pub(crate) flights: Mutex<HashMap<RangeKey, Pending>>,
-    pub(crate) metrics: EdgeMetrics,
-    pub(crate) watches: WatchHub,
-    pub(crate) open_watches: AtomicUsize,
+    config: EdgeConfig,
+    upstream: RemoteKv,
+    database_id: String,
+    metrics: Arc<EdgeMetrics>,
+    store: Arc<Store>,
+    reads: ReadPath,
+    watches: Arc<WatchHub>,
     /// Cancelled once shutdown began: watch streams end, push mode stops.
-    pub(crate) stopping: CancellationToken,
+    stopping: CancellationToken,
 }
 
 /// Why an edge could not start.
@@ -81,22 +64,39 @@ impl Edge {
         options.added_latency = config.upstream_delay;
         let upstream = RemoteKv::connect(&config.upstream_url, options).await.map_err(EdgeError::Upstream)?;
         let database_id = config.database_id.clone().unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
-        Ok(Arc::new(Edge {
-            store: Mutex::new(Store {
-                cache: Cache::new(config.max_memory),
-                invalidations: Invalidations::new(INVALIDATION_HISTORY),
-                pushed: HashSet::new(),
-                push_queue: VecDeque::new(),
-            }),
-            config,
-            upstream,
-            database_id,
-            flights: Mutex::new(HashMap::new()),
-            metrics: EdgeMetrics::default(),
-            watches: WatchHub::default(),
-            open_watches: AtomicUsize::new(0),
-            stopping: CancellationToken::new(),
-        }))
+        Ok(Arc::new(Edge::assemble(config, upstream, database_id)))
+    }
+
+    /// Builds the parts around a connected `upstream`.
+    fn assemble(config: EdgeConfig, upstream: RemoteKv, database_id: String) -> Edge {
+        let metrics = Arc::new(EdgeMetrics::default());
+        let stopping = CancellationToken::new();
+        let store = Arc::new(Store::new(config.max_memory, config.push, metrics.clone()));
+        let filler = Arc::new(Filler::new(store.clone(), upstream.clone(), metrics.clone()));
+        let freshness = Freshness {
+            ttl: config.cache_ttl,
+            refresh_after: config.refresh_after(),
+            stale_if_error: config.stale_if_error,
+        };
+        let reads = ReadPath::new(
+            store.clone(),
+            filler,
+            upstream.clone(),
+            config.upstream_url.clone(),
+            freshness,
+            metrics.clone(),
+        );
+        let limits =
+            WatchLimits { max_watches: config.net.max_watches, keepalive: config.net.keepalive_interval };
+        let watches = Arc::new(WatchHub::new(
+            limits,
+            store.clone(),
+            upstream.clone(),
+            config.upstream_url.clone(),
+            metrics.clone(),
+            stopping.clone(),
+        ));
+        Edge { config, upstream, database_id, metrics, store, reads, watches, stopping }
     }
 
     /// The configuration.
@@ -116,14 +116,7 @@ impl Edge {
 
     /// The gauges: bytes and entries held, evictions, pushed keys, shared watches.
     pub fn gauges(&self) -> Gauges {
-        let store = self.store.lock();
-        Gauges {
-            bytes_held: store.cache.bytes(),
-            entries: store.cache.len(),
-            evictions: store.cache.evictions(),
-            pushed_keys: store.pushed.len(),
-            shared_watches: self.watches.len(),
-        }
+        self.store.gauges(self.watches.len())
     }
 
     /// The Prometheus text of `GET /metrics`.
@@ -136,52 +129,41 @@ impl Edge {
         self.stopping.cancel();
     }
 
-    /// Records that encoded `key` changed: drops the cached entries that could hold it and
-    /// keeps fills already in flight from caching what they fetched before. Returns whether a
-    /// point entry for it was cached.
-    pub(crate) fn invalidate(&self, key: &[u8]) -> bool {
-        let mut store = self.store.lock();
-        store.invalidations.record(key);
-        let had_point = store.cache.contains(&RangeKey::Point(key.to_vec()));
-        let dropped = store.cache.invalidate(key);
-        self.metrics.invalidations.add(dropped as u64);
-        had_point
+    /// The token cancelled once shutdown began.
+    pub(crate) fn stopping(&self) -> &CancellationToken {
+        &self.stopping
     }
 
-    /// A change of encoded `key` learned from a watch stream (`entry`: its new state, `None`
-    /// if deleted). If the cached point answer already holds that versionstamp it is only
-    /// renewed; otherwise the entries that could hold the key are dropped and fills in flight
-    /// kept from caching. A cached point answer is replaced by the new state, and marked as
-    /// pushed (fresh beyond the TTL) when it came from push mode's own subscription; a change
-    /// seen on a client's shared watch leaves that mark as it was.
-    pub(crate) fn apply_change(&self, key: &[u8], entry: Option<proto::KvEntry>, from_push: bool) {
-        let point = RangeKey::Point(key.to_vec());
-        let stamp = entry.as_ref().map(|e| e.versionstamp.clone());
-        let mut store = self.store.lock();
-        let cached = store.cache.peek(&point).map(wire::point_stamp);
-        let unchanged = matches!(&cached, Some(Some(held)) if *held == stamp);
-        if !unchanged {
-            store.invalidations.record(key);
-            let dropped = store.cache.invalidate(key);
-            self.metrics.invalidations.add(dropped as u64);
-        }
-        if cached.is_some() {
-            store.cache.insert(point, wire::point_answer(entry, Instant::now()));
-            if !unchanged {
-                self.metrics.push_updates.add(1);
-            }
-            if from_push {
-                store.pushed.insert(key.to_vec());
-            }
-        }
+    /// The upstream client (for forwarded writes).
+    pub(crate) fn upstream(&self) -> &RemoteKv {
+        &self.upstream
     }
 
-    /// Drops every cached multi-key range (a write whose key is not known in advance, such
-    /// as a versionstamped key) and keeps fills in flight from caching.
-    pub(crate) fn invalidate_all_ranges(&self) {
-        let mut store = self.store.lock();
-        store.invalidations.record_all();
-        let dropped = store.cache.invalidate_ranges();
-        self.metrics.invalidations.add(dropped as u64);
+    /// The cached answers (for what a forwarded write invalidates).
+    pub(crate) fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The read path of `snapshot_read`.
+    pub(crate) fn reads(&self) -> &ReadPath {
+        &self.reads
+    }
+
+    /// The watch registry.
+    pub(crate) fn watches(&self) -> &Arc<WatchHub> {
+        &self.watches
+    }
+
+    /// Push mode, if configured, ready to run (see [`crate::serve`]).
+    pub(crate) fn pusher(&self) -> Option<Pusher> {
+        self.config.push.then(|| {
+            Pusher::new(
+                self.store.clone(),
+                self.upstream.clone(),
+                self.metrics.clone(),
+                self.config.push_keys,
+                self.stopping.clone(),
+            )
+        })
     }
 }
