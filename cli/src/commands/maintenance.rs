@@ -5,17 +5,21 @@
 //! on standard output; its exit status is 0 when nothing was found, 3
 //! ([`CliError::PROBLEMS_FOUND`]) when problems were, 1 when it could not check. `repair`
 //! salvages what is readable into a consistent database, prints what was lost, and keeps
-//! the files it replaced in a `repair-NNNNNN` subdirectory. `stats` and `compact` open the
-//! database (so it must not be open elsewhere either).
+//! the files it replaced in a `repair-NNNNNN` subdirectory. `stats` opens the database to
+//! read only (it writes nothing to the directory; other readers may have it open at once,
+//! a writer may not); `compact` opens it for writing (so it must not be open elsewhere).
 
-use crate::engine_error::{count, count_as, engine_error, kv_error, open_existing, show_key, ByteProgress};
+use crate::engine_error::{
+    count, count_as, engine_error, kv_error, open_existing, require_database, show_key, ByteProgress,
+};
 use crate::error::CliError;
 use crate::output::out;
 use indicatif::HumanBytes;
 use stampkv::engine::{
     fs::StdFs, repair as repair_database, verify as verify_database, Loss, Options, Problem,
 };
-use stampkv::Kv;
+use stampkv::store::ReadOnlyStore;
+use stampkv::{Kv, KvOptions};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -170,25 +174,24 @@ fn show_loss(dir: &Path, loss: &Loss) -> String {
 /// Arguments of `stampkv stats`.
 #[derive(Debug, clap::Args)]
 pub struct StatsArgs {
-    /// The database directory (it must not be open in another process).
+    /// The database directory (other readers may have it open; a writer may not).
     #[arg(long)]
     path: PathBuf,
 }
 
-/// Runs `stampkv stats`: opens the database, prints the shape of its tree and a full
-/// scan's count of live data, and closes it.
+/// Runs `stampkv stats`: opens the database to read only (writing nothing to its
+/// directory), prints the shape of its tree and a full scan's count of live data.
 pub fn stats(args: StatsArgs) -> Result<(), CliError> {
-    let kv = open_existing(&args.path)?;
-    let printed = print_stats(&kv, &args.path);
-    close(kv, &args.path)?;
-    printed
+    require_database(&args.path)?;
+    let kv = Kv::open_read_only(&args.path, KvOptions::default()).map_err(|e| kv_error(&args.path, &e))?;
+    print_stats(kv.store(), &args.path)
 }
 
-fn print_stats(kv: &Kv, path: &Path) -> Result<(), CliError> {
-    let engine = kv.engine();
+fn print_stats(store: &ReadOnlyStore, path: &Path) -> Result<(), CliError> {
+    let engine = store.db();
     let files = engine.table_files();
     let stats = engine.stats();
-    let usage = engine.space_usage().map_err(|e| kv_error(path, &e))?;
+    let usage = engine.space_usage().map_err(|e| engine_error(path, &e))?;
     out!("{:<6} {:>6} {:>12} {:>12} {:>12}", "level", "files", "bytes", "target", "entries");
     let base_level =
         (1..LEVELS).find(|&l| stats.level_target_bytes.get(l).is_some_and(|&t| t > 0)).unwrap_or(1);

@@ -1,7 +1,8 @@
 //! `stampkv verify`, `repair`, `stats` and `compact` through the binary: a clean database
 //! verifies with exit 0; a flipped byte anywhere is reported with its file and offset and
 //! exit 3; repair then yields a database that verifies clean and holds everything else;
-//! stats prints the tree and its amplification; compact shrinks it. Bad input (not a
+//! stats prints the tree and its amplification, writing nothing to a closed database and
+//! sharing it with other readers; compact shrinks it. Bad input (not a
 //! database, a missing directory, a database another process holds open) gets one clear
 //! line and exit 1, and creates nothing.
 
@@ -181,6 +182,45 @@ fn stats_prints_levels_sizes_amplification_and_a_key_estimate() {
     let write: f64 = field("write amplification: ").split(' ').next().unwrap().parse().unwrap();
     assert!((1.0..20.0).contains(&space), "{stdout}");
     assert!((2.0..=8.0).contains(&write), "{stdout}");
+}
+
+/// Every entry of `dir` (the directory itself included, under ""): its size, its
+/// modification time and, for files, its bytes.
+fn directory_state(dir: &Path) -> BTreeMap<String, (u64, std::time::SystemTime, Vec<u8>)> {
+    let state = |path: &Path| {
+        let meta = std::fs::metadata(path).unwrap();
+        let bytes = if meta.is_file() { std::fs::read(path).unwrap() } else { Vec::new() };
+        (meta.len(), meta.modified().unwrap(), bytes)
+    };
+    let mut entries = BTreeMap::from([(String::new(), state(dir))]);
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        entries.insert(path.file_name().unwrap().to_string_lossy().into_owned(), state(&path));
+    }
+    entries
+}
+
+#[test]
+fn stats_writes_nothing_and_shares_a_closed_database_with_other_readers() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = database(root.path(), 300);
+    let before = directory_state(&dir);
+    assert!(before.keys().any(|name| name.ends_with(".log")), "commits are still in the log: {before:?}");
+    let (code, stdout, stderr) = run("stats", &dir);
+    assert_eq!(code, 0, "{stdout} {stderr}");
+    assert!(stdout.contains("live data (full scan): 300 keys"), "{stdout}");
+    let names = |state: &BTreeMap<String, _>| state.keys().cloned().collect::<Vec<_>>();
+    let after = directory_state(&dir);
+    assert_eq!(names(&after), names(&before), "no file was created or removed");
+    assert!(after == before, "every file and the directory are byte-identical, sizes and times too");
+
+    // Another reader holds the lock shared: stats opens all the same.
+    let reader = Kv::open_read_only(&dir, KvOptions::default()).unwrap();
+    let (code, stdout, stderr) = run("stats", &dir);
+    assert_eq!(code, 0, "{stdout} {stderr}");
+    assert!(stdout.contains("live data (full scan): 300 keys"), "{stdout}");
+    reader.close().unwrap();
+    assert!(directory_state(&dir) == before, "still byte-identical");
 }
 
 #[test]

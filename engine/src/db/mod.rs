@@ -38,7 +38,7 @@ use crate::fs::{Fs, FsLock, LogFileHandle, MemFs, StdFs};
 use crate::memtable::Memtable;
 use crate::options::{BackgroundMode, Options, WriteOptions};
 use crate::stats::{Counters, SpaceUsage, Stats};
-use crate::version::{Version, VersionSet, NUM_LEVELS};
+use crate::version::{Version, VersionSet};
 use crate::{filename, Error, Result, WriteBatch};
 use lock_order::{OrderedMutex, OrderedRwLock};
 use parking_lot::{Condvar, Mutex};
@@ -316,12 +316,7 @@ impl Db {
 
     /// Live bytes versus disk bytes, by scanning everything (costly on large databases).
     pub fn space_usage(&self) -> Result<SpaceUsage> {
-        let mut usage = SpaceUsage::default();
-        for entry in self.iter() {
-            let entry = entry?;
-            usage.live_entries += 1;
-            usage.live_bytes += (entry.key.len() + entry.value.len()) as u64;
-        }
+        let mut usage = live_data(self.iter())?;
         let stats = self.stats();
         usage.disk_bytes = stats.table_bytes + stats.wal_bytes_on_disk;
         Ok(usage)
@@ -463,7 +458,6 @@ impl DbInner {
         self.work.lock().shutdown
     }
 
-    #[allow(clippy::indexing_slicing, reason = "`level` < NUM_LEVELS, the length of both arrays")]
     fn stats(&self) -> Stats {
         let mut stats = Stats::default();
         stats.fill_counters(&self.counters);
@@ -472,37 +466,55 @@ impl DbInner {
         stats.wal_bytes_written = wal.bytes_written;
         stats.wal_syncs = wal.syncs;
         let (_, state) = self.read_view();
-        for level in 0..NUM_LEVELS {
-            stats.files_per_level[level] = state.version.files(level).len();
-            stats.bytes_per_level[level] = state.version.level_bytes(level);
-        }
-        stats.level_target_bytes = level_targets::LevelTargets::of(&self.options, &state.version).bytes;
-        stats.table_bytes = state.version.total_bytes();
-        stats.table_bytes_uncompressed = state.version.all_files().map(|(_, f)| f.uncompressed_size()).sum();
-        let table_cache = self.tables.table_cache.stats();
-        stats.pinned_table_bytes = table_cache.pinned_bytes as u64;
-        stats.open_tables = table_cache.tables;
-        stats.open_table_files = table_cache.open_files;
-        stats.table_cache_hits_misses = (table_cache.hits, table_cache.misses);
-        stats.memtable_bytes = std::iter::once(&state.mem)
-            .chain(state.imms.iter())
-            .map(|m| (m.memory_bytes() + m.filter_bytes()) as u64)
-            .sum();
+        fill_tree_stats(&mut stats, &self.options, &state, &self.tables);
         stats.pooled_memtable_bytes = self.chunk_pool.pooled_bytes() as u64;
-        stats.immutable_memtables = state.imms.len();
-        stats.block_cache_bytes = self.block_cache.usage_bytes() as u64;
-        stats.block_cache_hits_misses = self.block_cache.hit_stats();
-        let counters = self.block_cache.counters();
-        stats.block_cache_index_filter_hits_misses =
-            (counters.index_hits + counters.filter_hits, counters.index_misses + counters.filter_misses);
         stats.visible_sequence = self.visible_seq.load(Ordering::Acquire);
-        stats.wal_bytes_on_disk = self
-            .wal_segments
-            .lock()
-            .iter()
-            .filter_map(|n| self.fs.open(&filename::wal_path(&self.dir, *n)).ok())
-            .filter_map(|f| f.len().ok())
-            .sum();
+        stats.wal_bytes_on_disk = wal_bytes_on_disk(&*self.fs, &self.dir, &self.wal_segments.lock());
         stats
     }
+}
+
+/// The statistics a database has whether it is open for writing or to read only: the
+/// shape of the tree (from the manifest's tables), the memtables, the block and table
+/// caches.
+fn fill_tree_stats(stats: &mut Stats, options: &Options, state: &ReadState, tables: &flush::TableEnv) {
+    let per_level = stats.files_per_level.iter_mut().zip(stats.bytes_per_level.iter_mut());
+    for (level, (files, bytes)) in per_level.enumerate() {
+        *files = state.version.files(level).len();
+        *bytes = state.version.level_bytes(level);
+    }
+    stats.level_target_bytes = level_targets::LevelTargets::of(options, &state.version).bytes;
+    stats.table_bytes = state.version.total_bytes();
+    stats.table_bytes_uncompressed = state.version.all_files().map(|(_, f)| f.uncompressed_size()).sum();
+    let table_cache = tables.table_cache.stats();
+    stats.pinned_table_bytes = table_cache.pinned_bytes as u64;
+    stats.open_tables = table_cache.tables;
+    stats.open_table_files = table_cache.open_files;
+    stats.table_cache_hits_misses = (table_cache.hits, table_cache.misses);
+    stats.memtable_bytes = std::iter::once(&state.mem)
+        .chain(state.imms.iter())
+        .map(|m| (m.memory_bytes() + m.filter_bytes()) as u64)
+        .sum();
+    stats.immutable_memtables = state.imms.len();
+    stats.block_cache_bytes = tables.cache.usage_bytes() as u64;
+    stats.block_cache_hits_misses = tables.cache.hit_stats();
+    let counters = tables.cache.counters();
+    stats.block_cache_index_filter_hits_misses =
+        (counters.index_hits + counters.filter_hits, counters.index_misses + counters.filter_misses);
+}
+
+/// The live entries and their key and value bytes, by reading all of `iter`.
+fn live_data(iter: DbIter) -> Result<SpaceUsage> {
+    let mut usage = SpaceUsage::default();
+    for entry in iter {
+        let entry = entry?;
+        usage.live_entries += 1;
+        usage.live_bytes += (entry.key.len() + entry.value.len()) as u64;
+    }
+    Ok(usage)
+}
+
+/// Bytes of the WAL segments `segments` of `dir` (a segment that cannot be read counts 0).
+fn wal_bytes_on_disk(fs: &dyn Fs, dir: &Path, segments: &[u64]) -> u64 {
+    segments.iter().map(|n| dir_files::file_len(fs, &filename::wal_path(dir, *n))).sum()
 }

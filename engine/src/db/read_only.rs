@@ -11,7 +11,11 @@ use super::dir_files::lock_for_reading;
 use super::flush::TableEnv;
 use super::open::load_manifest;
 use super::read::get_in;
-use super::{DbCursor, DbIter, Entry, ReadState, RecoveryReport};
+use super::table_files::table_files_of;
+use super::{
+    fill_tree_stats, live_data, wal_bytes_on_disk, DbCursor, DbIter, Entry, ReadState, RecoveryReport,
+    TableFileInfo,
+};
 use crate::batch;
 use crate::clock::Clock;
 use crate::filename::{self, FileKind};
@@ -19,6 +23,7 @@ use crate::fs::{Fs, FsLock, StdFs};
 use crate::key::MAX_SEQUENCE;
 use crate::memtable::Memtable;
 use crate::options::Options;
+use crate::stats::{SpaceUsage, Stats};
 use crate::version::{TableFile, Version, NUM_LEVELS};
 use crate::{Error, Result};
 use stampkv_wal::{SegmentInfo, SegmentReader};
@@ -32,8 +37,9 @@ pub struct ReadOnlyDb {
     last_seq: u64,
     clock: Arc<dyn Clock>,
     recovery: RecoveryReport,
-    /// Keeps the table files' readers and caches.
-    _tables: TableEnv,
+    options: Options,
+    /// The table files' readers and caches.
+    tables: TableEnv,
     _lock: Option<Box<dyn FsLock>>,
 }
 
@@ -94,7 +100,8 @@ impl ReadOnlyDb {
             last_seq,
             clock: options.clock.clone(),
             recovery: RecoveryReport { last_sequence: last_seq, ..report },
-            _tables: tables,
+            options,
+            tables,
             _lock: lock,
         })
     }
@@ -112,6 +119,33 @@ impl ReadOnlyDb {
     /// What replaying the log found.
     pub fn recovery_report(&self) -> &RecoveryReport {
         &self.recovery
+    }
+
+    /// The live table files, level by level (level 0 newest first, deeper levels in key
+    /// order), as the manifest lists them.
+    pub fn table_files(&self) -> Vec<TableFileInfo> {
+        table_files_of(&self.state.version)
+    }
+
+    /// Statistics: the shape of the tree (as [`Db::stats`](super::Db::stats) reports it),
+    /// the memtables holding the replayed log, the caches, and the size of the log
+    /// segments replayed. The counters of work done since open (commits, flushes,
+    /// compactions, stalls, WAL bytes written) are zero: a read-only database does none.
+    pub fn stats(&self) -> Stats {
+        let mut stats = Stats::default();
+        fill_tree_stats(&mut stats, &self.options, &self.state, &self.tables);
+        stats.visible_sequence = self.last_seq;
+        stats.wal_bytes_on_disk =
+            wal_bytes_on_disk(&*self.tables.fs, &self.tables.dir, &self.recovery.segments);
+        stats
+    }
+
+    /// Live bytes versus disk bytes, by scanning everything (costly on large databases).
+    pub fn space_usage(&self) -> Result<SpaceUsage> {
+        let mut usage = live_data(self.snapshot().range::<&[u8], _>(..))?;
+        let stats = self.stats();
+        usage.disk_bytes = stats.table_bytes + stats.wal_bytes_on_disk;
+        Ok(usage)
     }
 
     /// A view of the database with expiry evaluated now.

@@ -1,6 +1,8 @@
-//! The live table files, for tools that show the shape of the tree (`stampkv stats`).
+//! The live table files, for tools that show the shape of the tree (`stampkv stats`), of a
+//! [`Db`] or a [`super::ReadOnlyDb`].
 
 use super::Db;
+use crate::version::Version;
 
 /// One live table file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,17 +26,21 @@ impl Db {
     /// order), as of now.
     pub fn table_files(&self) -> Vec<TableFileInfo> {
         let (_, state) = self.inner.read_view();
-        state
-            .version
-            .all_files()
-            .map(|(level, file)| TableFileInfo {
-                level,
-                number: file.desc.number,
-                size: file.desc.size,
-                entries: file.desc.entry_count,
-                smallest_key: file.desc.smallest_key.clone(),
-                largest_key: file.desc.largest_key.clone(),
-            })
-            .collect()
+        table_files_of(&state.version)
     }
+}
+
+/// The table files of `version`, level by level.
+pub(super) fn table_files_of(version: &Version) -> Vec<TableFileInfo> {
+    version
+        .all_files()
+        .map(|(level, file)| TableFileInfo {
+            level,
+            number: file.desc.number,
+            size: file.desc.size,
+            entries: file.desc.entry_count,
+            smallest_key: file.desc.smallest_key.clone(),
+            largest_key: file.desc.largest_key.clone(),
+        })
+        .collect()
 }

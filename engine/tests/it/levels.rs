@@ -2,11 +2,11 @@
 //! above the base level are empty and every level is within its target, bounding the
 //! space old versions take; with static targets every level is within `level1_target_bytes`
 //! × ratio^(L-1); a database changes shape when reopened with the other setting, keeping
-//! its data. Inline background work makes "idle" exact: the last write's compactions have
-//! all run before it returns.
+//! its data; a read-only open reports the shape the writer left. Inline background work
+//! makes "idle" exact: the last write's compactions have all run before it returns.
 
 use stampkv_engine::fs::MemFs;
-use stampkv_engine::{BackgroundMode, Compression, Db, Options, Stats};
+use stampkv_engine::{BackgroundMode, Compression, Db, Options, ReadOnlyDb, Stats};
 use stampkv_testkit::SplitMix64 as Rng;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -151,4 +151,34 @@ fn a_static_tree_reopened_with_dynamic_targets_drains_into_the_base_level_and_ba
     assert!(stats.files_per_level[1] > 0 && stats.files_per_level[LAST] > 0, "{stats:?}");
     assert_contents(&db, &model);
     db.close().unwrap();
+}
+
+#[test]
+fn a_read_only_open_reports_the_shape_the_writer_left() {
+    let fs = MemFs::new();
+    let options = options(true);
+    let (mut model, mut rng) = (BTreeMap::new(), Rng::new(20));
+    let db = Db::open_with_fs(Arc::new(fs.clone()), DIR, options.clone()).unwrap();
+    fill(&db, &mut model, &mut rng, 4000, 12_000);
+    let written = db.stats();
+    let files = db.table_files();
+    db.close().unwrap();
+    assert!(written.table_bytes > 0 && written.memtable_bytes > 0, "tables and a log to replay: {written:?}");
+
+    let reader = ReadOnlyDb::open_with_fs(Arc::new(fs), DIR, options).unwrap();
+    let stats = reader.stats();
+    assert_eq!(reader.table_files(), files);
+    assert_eq!(stats.files_per_level, written.files_per_level);
+    assert_eq!(stats.bytes_per_level, written.bytes_per_level);
+    assert_eq!(stats.level_target_bytes, written.level_target_bytes);
+    assert_eq!(stats.table_bytes, written.table_bytes);
+    assert_eq!(stats.table_bytes_uncompressed, written.table_bytes_uncompressed);
+    assert_eq!(stats.visible_sequence, written.visible_sequence);
+    assert!(stats.wal_bytes_on_disk > 0 && stats.memtable_bytes > 0, "the log, replayed: {stats:?}");
+    assert_eq!((stats.commits, stats.flushes, stats.compactions, stats.wal_bytes_written), (0, 0, 0, 0));
+    let usage = reader.space_usage().unwrap();
+    assert_eq!(usage.live_entries, model.len() as u64);
+    let live: usize = model.iter().map(|(k, v)| k.len() + v.len()).sum();
+    assert_eq!(usage.live_bytes, live as u64);
+    assert_eq!(usage.disk_bytes, stats.table_bytes + stats.wal_bytes_on_disk);
 }
