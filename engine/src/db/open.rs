@@ -25,7 +25,7 @@ use crate::stats::Counters;
 use crate::version::{self, TableFile, Version, VersionSet, NUM_LEVELS};
 use crate::{Error, Result};
 use parking_lot::Condvar;
-use stampkv_wal::{SegmentInfo, SegmentReader, Wal, WalOptions};
+use stampkv_wal::{RecoveryMode, SegmentInfo, SegmentReader, Wal, WalOptions};
 use std::io;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -64,15 +64,18 @@ pub(crate) fn open(fs: Arc<dyn Fs>, dir: &Path, options: Options) -> Result<DbIn
             level_files.push(tables.open_existing(desc.clone())?);
         }
     }
-    let mut replay = Replay::new(&tables, &next_file, &options, state.last_seq);
-    replay.segments(&*fs, dir, &names, state.log_number, &options)?;
-    replay.flush_memtable()?;
-    levels[0].append(&mut replay.added);
+    let mut added = Vec::new();
+    let mut replay = LogReplay::new(&options, state.last_seq);
+    replay.segments(&*fs, dir, &names, state.log_number, options.wal_recovery_mode, &mut |mem| {
+        write_replayed(&tables, &next_file, &mem, &mut added)
+    })?;
+    let (last_mem, last_seq, report) = replay.finish();
+    write_replayed(&tables, &next_file, &last_mem, &mut added)?;
+    drop(last_mem); // its entries are in a table now
+    levels[0].append(&mut added);
     if !levels[0].is_empty() {
         tables.sync_dir()?;
     }
-    let last_seq = replay.last_seq;
-    let report = replay.report;
     let new_log = next_file.fetch_add(1, Ordering::SeqCst);
     let version = Arc::new(
         Version::from_levels(levels)
@@ -186,40 +189,42 @@ pub(super) fn load_manifest(
     }
 }
 
-/// Replays WAL segments into memtables and level-0 tables.
-struct Replay<'a> {
-    tables: &'a TableEnv,
-    next_file: &'a AtomicU64,
-    write_buffer_size: usize,
+/// Replays the log, for both opens: the commits of the WAL segments at or above the
+/// manifest's log number, in order, into memtables as large as a flush's worth
+/// (`write_buffer_size × memtables_per_flush`, so recovery writes level-0 tables of the
+/// usual size). Each memtable that fills is sealed and handed to the caller, who writes it
+/// to a level-0 table ([`open`]) or keeps it in memory ([`super::ReadOnlyDb`]);
+/// [`LogReplay::finish`] returns the last one.
+pub(super) struct LogReplay {
+    capacity: usize,
     mem: Arc<Memtable>,
     last_seq: u64,
-    added: Vec<Arc<TableFile>>,
     report: RecoveryReport,
 }
 
-impl<'a> Replay<'a> {
-    fn new(tables: &'a TableEnv, next_file: &'a AtomicU64, options: &Options, last_seq: u64) -> Self {
-        // One memtable as large as a flush's worth: recovery writes level-0 tables of the
-        // usual size.
+impl LogReplay {
+    /// A replay onto a state whose last commit is `last_seq`.
+    pub fn new(options: &Options, last_seq: u64) -> Self {
         let capacity = options.write_buffer_size.saturating_mul(options.memtables_per_flush);
-        Replay {
-            tables,
-            next_file,
-            write_buffer_size: capacity,
+        LogReplay {
+            capacity,
             mem: Arc::new(Memtable::new(0, capacity, last_seq)),
             last_seq,
-            added: Vec::new(),
             report: RecoveryReport::default(),
         }
     }
 
-    fn segments(
+    /// Replays the segments among `names` (the directory's files) numbered `log_number` or
+    /// above, handing each memtable that fills to `full`. A damaged segment is handled as
+    /// `mode` says; replay stops after a segment whose damage ends the log.
+    pub fn segments(
         &mut self,
         fs: &dyn Fs,
         dir: &Path,
         names: &[String],
         log_number: u64,
-        options: &Options,
+        mode: RecoveryMode,
+        full: &mut dyn FnMut(Arc<Memtable>) -> Result<()>,
     ) -> Result<()> {
         let mut numbers: Vec<u64> = names
             .iter()
@@ -234,9 +239,9 @@ impl<'a> Replay<'a> {
             let name = path.display().to_string();
             let data = fs.read_all(&path).map_err(|e| Error::io(format!("reading {name}"), e))?;
             let info = SegmentInfo { number, name, is_last: index + 1 == numbers.len() };
-            let mut reader = SegmentReader::new(&data, info.clone(), options.wal_recovery_mode);
+            let mut reader = SegmentReader::new(&data, info.clone(), mode);
             while let Some(record) = reader.next_record()? {
-                self.apply(record, &info.name)?;
+                self.apply(record, &info.name, full)?;
             }
             self.report.segments.push(number);
             self.report.segment_ends.push(reader.summary().end);
@@ -247,7 +252,12 @@ impl<'a> Replay<'a> {
         Ok(())
     }
 
-    fn apply(&mut self, record: &[u8], segment: &str) -> Result<()> {
+    fn apply(
+        &mut self,
+        record: &[u8],
+        segment: &str,
+        full: &mut dyn FnMut(Arc<Memtable>) -> Result<()>,
+    ) -> Result<()> {
         let decoded = batch::decode(record).map_err(|e| Error::corruption(segment, None, e.0))?;
         // Every commit in the log is newer than the manifest's state and than the commit
         // before it.
@@ -260,25 +270,37 @@ impl<'a> Replay<'a> {
         self.mem.apply(decoded.seq, batch::effective_entries(&decoded.entries));
         self.last_seq = decoded.seq;
         self.report.commits_replayed += 1;
-        if self.mem.memory_bytes() >= self.write_buffer_size {
-            self.flush_memtable()?;
+        if self.mem.memory_bytes() >= self.capacity {
+            self.mem.seal(self.last_seq);
+            let next = Arc::new(Memtable::new(0, self.capacity, self.last_seq));
+            full(std::mem::replace(&mut self.mem, next))?;
         }
         Ok(())
     }
 
-    /// Writes the replay memtable to a level-0 table (no reader exists yet, so every
-    /// shadowed version can go) and starts a new one.
-    fn flush_memtable(&mut self) -> Result<()> {
-        if self.mem.is_empty() {
-            return Ok(());
-        }
-        let point = GcPoint { smallest_snapshot: MAX_SEQUENCE, time_ms: 0 };
-        let number = self.next_file.fetch_add(1, Ordering::SeqCst);
-        self.added.extend(self.tables.write_memtable(&self.mem, point, number)?);
-        let capacity = self.write_buffer_size;
-        self.mem = Arc::new(Memtable::new(0, capacity, self.last_seq));
-        Ok(())
+    /// The last memtable (sealed; possibly empty), the last commit's sequence number, and
+    /// what the replay found.
+    pub fn finish(self) -> (Arc<Memtable>, u64, RecoveryReport) {
+        self.mem.seal(self.last_seq);
+        (self.mem, self.last_seq, self.report)
     }
+}
+
+/// Writes a replayed memtable to a level-0 table (no reader exists yet, so every shadowed
+/// version can go), adding it to `added`.
+fn write_replayed(
+    tables: &TableEnv,
+    next_file: &AtomicU64,
+    mem: &Arc<Memtable>,
+    added: &mut Vec<Arc<TableFile>>,
+) -> Result<()> {
+    if mem.is_empty() {
+        return Ok(());
+    }
+    let point = GcPoint { smallest_snapshot: MAX_SEQUENCE, time_ms: 0 };
+    let number = next_file.fetch_add(1, Ordering::SeqCst);
+    added.extend(tables.write_memtable(mem, point, number)?);
+    Ok(())
 }
 
 /// Removes files the new state does not reference. Failures leave orphans for next time.

@@ -4,29 +4,25 @@
 //! (which takes the lock exclusively) keeps them out and they keep it out.
 //!
 //! The state is what a normal open would recover: the manifest's tables, and the commits
-//! of the log segments replayed into memtables (kept in memory instead of being written to
-//! level-0 tables).
+//! of the log segments replayed into memtables (by the same [`LogReplay`] as a normal
+//! open, but kept in memory instead of being written to level-0 tables).
 
 use super::dir_files::lock_for_reading;
 use super::flush::TableEnv;
-use super::open::load_manifest;
+use super::open::{load_manifest, LogReplay};
 use super::read::get_in;
 use super::table_files::table_files_of;
 use super::{
     fill_tree_stats, live_data, wal_bytes_on_disk, DbCursor, DbIter, Entry, ReadState, RecoveryReport,
     TableFileInfo,
 };
-use crate::batch;
 use crate::clock::Clock;
-use crate::filename::{self, FileKind};
 use crate::fs::{Fs, FsLock, StdFs};
-use crate::key::MAX_SEQUENCE;
 use crate::memtable::Memtable;
 use crate::options::Options;
 use crate::stats::{SpaceUsage, Stats};
 use crate::version::{TableFile, Version, NUM_LEVELS};
 use crate::{Error, Result};
-use stampkv_wal::{SegmentInfo, SegmentReader};
 use std::ops::RangeBounds;
 use std::path::Path;
 use std::sync::Arc;
@@ -84,10 +80,13 @@ impl ReadOnlyDb {
             Version::from_levels(levels)
                 .map_err(|reason| Error::corruption("the manifest (CURRENT)", None, reason))?,
         );
-        let mut replay = Replay::new(&options, manifest.last_seq);
-        replay.segments(&*fs, dir, &names, manifest.log_number, &options)?;
-        let Replay { mut frozen, mem, last_seq, report, .. } = replay;
-        mem.seal(last_seq);
+        let mut frozen = Vec::new();
+        let mut replay = LogReplay::new(&options, manifest.last_seq);
+        replay.segments(&*fs, dir, &names, manifest.log_number, options.wal_recovery_mode, &mut |mem| {
+            frozen.push(mem);
+            Ok(())
+        })?;
+        let (mem, last_seq, report) = replay.finish();
         frozen.push(mem);
         // Newest first, as the read path expects; the newest one stands in for the
         // memtable receiving writes (none come).
@@ -186,81 +185,5 @@ impl ReadOnlySnapshot {
     /// A cursor over the live entries with keys in `range`.
     pub fn cursor<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> DbCursor {
         DbCursor::new(&self.state, self.seq, self.read_time_ms, &range)
-    }
-}
-
-/// Replays WAL segments into memtables kept in memory.
-struct Replay {
-    capacity: usize,
-    mem: Arc<Memtable>,
-    frozen: Vec<Arc<Memtable>>,
-    last_seq: u64,
-    report: RecoveryReport,
-}
-
-impl Replay {
-    fn new(options: &Options, last_seq: u64) -> Self {
-        let capacity = options.write_buffer_size.saturating_mul(options.memtables_per_flush);
-        Replay {
-            capacity,
-            mem: Arc::new(Memtable::new(0, capacity, last_seq)),
-            frozen: Vec::new(),
-            last_seq,
-            report: RecoveryReport::default(),
-        }
-    }
-
-    fn segments(
-        &mut self,
-        fs: &dyn Fs,
-        dir: &Path,
-        names: &[String],
-        log_number: u64,
-        options: &Options,
-    ) -> Result<()> {
-        let mut numbers: Vec<u64> = names
-            .iter()
-            .filter_map(|n| match filename::parse(n) {
-                Some(FileKind::Wal(number)) if number >= log_number => Some(number),
-                _ => None,
-            })
-            .collect();
-        numbers.sort_unstable();
-        for (index, &number) in numbers.iter().enumerate() {
-            let path = filename::wal_path(dir, number);
-            let name = path.display().to_string();
-            let data = fs.read_all(&path).map_err(|e| Error::io(format!("reading {name}"), e))?;
-            let info = SegmentInfo { number, name, is_last: index + 1 == numbers.len() };
-            let mut reader = SegmentReader::new(&data, info.clone(), options.wal_recovery_mode);
-            while let Some(record) = reader.next_record()? {
-                self.apply(record, &info.name)?;
-            }
-            self.report.segments.push(number);
-            self.report.segment_ends.push(reader.summary().end);
-            if reader.stop_after() {
-                break;
-            }
-        }
-        Ok(())
-    }
-
-    fn apply(&mut self, record: &[u8], segment: &str) -> Result<()> {
-        let decoded = batch::decode(record).map_err(|e| Error::corruption(segment, None, e.0))?;
-        if decoded.seq <= self.last_seq {
-            return Err(Error::corruption(segment, None, "sequence numbers go backwards"));
-        }
-        if decoded.seq > MAX_SEQUENCE {
-            return Err(Error::corruption(segment, None, "sequence number out of range"));
-        }
-        self.mem.apply(decoded.seq, batch::effective_entries(&decoded.entries));
-        self.last_seq = decoded.seq;
-        self.report.commits_replayed += 1;
-        if self.mem.memory_bytes() >= self.capacity {
-            self.mem.seal(self.last_seq);
-            let full =
-                std::mem::replace(&mut self.mem, Arc::new(Memtable::new(0, self.capacity, self.last_seq)));
-            self.frozen.push(full);
-        }
-        Ok(())
     }
 }
