@@ -10,10 +10,11 @@
 //! versionstamp does not advance.
 
 use crate::queue::{Enqueue, EnqueueOptions, PendingEnqueue};
+use crate::shared::Core;
 use crate::store::{Abort, CommitOptions, EngineStore, Store, Transaction};
 use crate::{
-    CommitResult, InvalidVersionstamp, Key, KeyPart, Kv, KvBigInt, KvEntryMaybe, KvError, KvValue,
-    SetOptions, ToKvValue, Value, Versionstamp,
+    CommitResult, InvalidVersionstamp, Key, KeyPart, KvBigInt, KvEntryMaybe, KvError, KvValue, SetOptions,
+    ToKvValue, Value, Versionstamp,
 };
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -70,7 +71,7 @@ pub struct Mutation {
 /// enqueue payloads, the total size and the total key size.
 #[must_use = "an atomic operation does nothing until it is committed"]
 pub struct AtomicOperation<'a, S: Store = EngineStore> {
-    kv: &'a Kv<S>,
+    core: &'a Core<S>,
     checks: Vec<PendingCheck>,
     mutations: Vec<Mutation>,
     enqueues: Vec<PendingEnqueue>,
@@ -89,9 +90,9 @@ struct PendingCheck {
 }
 
 impl<'a, S: Store> AtomicOperation<'a, S> {
-    pub(crate) fn new(kv: &'a Kv<S>) -> Self {
+    pub(crate) fn new(core: &'a Core<S>) -> Self {
         AtomicOperation {
-            kv,
+            core,
             checks: Vec::new(),
             mutations: Vec::new(),
             enqueues: Vec::new(),
@@ -282,8 +283,8 @@ impl<'a, S: Store> AtomicOperation<'a, S> {
 
     /// Runs the operation: all of it, or — when a check fails — none of it.
     pub fn commit(self) -> Result<CommitResult, KvError> {
-        let AtomicOperation { kv, checks, mutations, enqueues, expires_at, error } = self;
-        let limits = &kv.inner.limits;
+        let AtomicOperation { core, checks, mutations, enqueues, expires_at, error } = self;
+        let limits = &core.limits;
         // Deno throws these from the builder call, before the commit starts.
         if let Some(error) = error {
             return Err(error);
@@ -294,8 +295,8 @@ impl<'a, S: Store> AtomicOperation<'a, S> {
         if mutations.len() + enqueues.len() > limits.max_mutations {
             return Err(KvError::TooManyMutations { max: limits.max_mutations });
         }
-        let plan = Plan::validate(kv, checks, mutations, &expires_at, enqueues)?;
-        let outcome = kv.inner.store.commit(CommitOptions::default(), |view| plan.apply(view));
+        let plan = Plan::validate(core, checks, mutations, &expires_at, enqueues)?;
+        let outcome = core.store.commit(CommitOptions::default(), |view| plan.apply(view));
         match outcome {
             Ok((seq, (versionstamp, touched, queued))) => {
                 // The versionstamp written into the write set is the version the store assigned.
@@ -306,9 +307,9 @@ impl<'a, S: Store> AtomicOperation<'a, S> {
                         "invariant violated: versionstamp"
                     );
                 }
-                kv.inner.watch.notify(&touched);
+                core.watch.notify(&touched);
                 if !queued.is_empty() {
-                    kv.inner.queue.enqueued(&queued);
+                    core.queue.enqueued(&queued);
                 }
                 Ok(CommitResult::Committed(versionstamp))
             }
@@ -344,14 +345,14 @@ type Pending = Option<(KvValue, Option<u64>)>;
 impl Plan {
     /// Checks every key, value and total against the limits, in Deno's order.
     fn validate<S: Store>(
-        kv: &Kv<S>,
+        core: &Core<S>,
         checks: Vec<PendingCheck>,
         mutations: Vec<Mutation>,
         expires_at: &BTreeMap<usize, u64>,
         enqueues: Vec<PendingEnqueue>,
     ) -> Result<Plan, KvError> {
-        let limits = &kv.inner.limits;
-        let now_ms = kv.inner.store.clock().now_ms();
+        let limits = &core.limits;
+        let now_ms = core.store.clock().now_ms();
         let mut plan = Plan { checks: Vec::new(), mutations: Vec::new(), enqueues: Vec::new() };
         // 1. Parse checks, then mutations, then enqueues: a malformed check or a key that
         // cannot be encoded fails here, before any key or value size is looked at.

@@ -10,13 +10,15 @@
 //! - An entry's versionstamp is the engine's sequence number of the commit that wrote it
 //!   (8 bytes big-endian) followed by two zero bytes.
 
-use crate::key::DecodedPrefix;
+use crate::engine::KvEngine;
+use crate::entry::{encode_read_key, maybe_entry};
+use crate::queue::{EnqueueOptions, ListenOptions, QueueListener, QueueMessage};
+use crate::shared::Core;
 use crate::storage_error::from_engine;
-use crate::store::{EngineStore, ReadOnlyStore, Store, StoreSnapshot, StoredEntry};
-use crate::watch::{Watch, WatchHub};
+use crate::store::{EngineStore, ReadOnlyStore, Store, StoreSnapshot};
+use crate::watch::Watch;
 use crate::{
-    AtomicOperation, FromKvValue, Key, KvEntry, KvEntryMaybe, KvError, KvValue, Limits, SetOptions,
-    ToKvValue, Versionstamp,
+    AtomicOperation, FromKvValue, Key, KvEntryMaybe, KvError, Limits, SetOptions, ToKvValue, Versionstamp,
 };
 use stampkv_engine::{Db, Options, ReadOnlyDb};
 use std::path::Path;
@@ -32,18 +34,11 @@ pub struct KvOptions {
     pub limits: Limits,
 }
 
-pub(crate) struct KvInner<S: Store> {
-    pub store: S,
-    pub limits: Limits,
-    pub watch: WatchHub,
-    pub queue: crate::queue::QueueHub,
-}
-
 /// An open database over a store `S`: the LSM engine ([`EngineStore`]) unless opened
 /// with [`Kv::with_store`]. Cheap to clone; every clone uses the same database, from any
 /// thread.
 pub struct Kv<S: Store = EngineStore> {
-    pub(crate) inner: Arc<KvInner<S>>,
+    pub(crate) inner: Arc<Core<S>>,
 }
 
 impl<S: Store> Clone for Kv<S> {
@@ -97,17 +92,15 @@ impl Kv {
 
     /// Read-only and maintenance access to the storage engine (statistics, `flush`,
     /// `compact`, raw reads). It cannot write: see [`crate::engine`].
-    pub fn engine(&self) -> crate::engine::KvEngine<'_> {
-        crate::engine::KvEngine::new(self)
+    pub fn engine(&self) -> KvEngine<'_> {
+        KvEngine::new(&self.inner.store)
     }
 }
 
 impl<S: Store> Kv<S> {
     /// A database over `store` (which must hold nothing but what a `Kv` wrote to it).
     pub fn with_store(store: S, limits: Limits) -> Kv<S> {
-        Kv {
-            inner: Arc::new(KvInner { store, limits, watch: WatchHub::default(), queue: Default::default() }),
-        }
+        Kv { inner: Core::open(store, limits) }
     }
 
     /// The store under the database.
@@ -171,70 +164,47 @@ impl<S: Store> Kv<S> {
 
     /// Starts an atomic operation.
     pub fn atomic(&self) -> AtomicOperation<'_, S> {
-        AtomicOperation::new(self)
+        AtomicOperation::new(&self.inner)
     }
 
     /// Watches up to `max_watched_keys` (10) keys: yields their current entries at once,
     /// then again whenever a commit changes one of them or one of them expires.
     pub fn watch(&self, keys: &[Key]) -> Result<Watch<S>, KvError> {
-        Watch::start(self, keys)
+        Watch::start(&self.inner, keys)
+    }
+
+    /// Enqueues `value` in its own atomic commit; returns the commit's versionstamp.
+    pub fn enqueue(
+        &self,
+        value: &(impl ToKvValue + ?Sized),
+        options: EnqueueOptions,
+    ) -> Result<Versionstamp, KvError> {
+        let result = self.atomic().enqueue(value, options).commit()?;
+        result
+            .versionstamp()
+            .ok_or_else(|| KvError::InvalidMutation("an enqueue without checks failed a check".into()))
+    }
+
+    /// Starts `options.workers` threads delivering queued messages to `handler`. A handler
+    /// returning `Err` (or panicking) has its message retried on the backoff schedule, then
+    /// dead-lettered. Several listeners share the messages; each delivery goes to one.
+    pub fn listen_queue<F, E>(&self, options: ListenOptions, handler: F) -> Result<QueueListener<S>, KvError>
+    where
+        F: Fn(QueueMessage) -> Result<(), E> + Send + Sync + 'static,
+        E: std::fmt::Display,
+    {
+        let handler = Arc::new(move |message| handler(message).map_err(|e| e.to_string()));
+        crate::queue::listen(&self.inner, options, handler)
     }
 
     /// Closes the database: queue workers finish their current handlers and stop, watches
     /// end, background work stops, the log is synced and sealed.
     pub fn close(self) -> Result<(), KvError> {
-        self.inner.queue.close();
-        self.inner.watch.close();
-        self.inner.store.close()?;
-        Ok(())
+        self.inner.close()
     }
 }
 
 /// A check failure cannot happen in a commit without checks.
 fn unreachable_check_failure() -> KvError {
     KvError::InvalidMutation("a commit without checks reported a check failure".into())
-}
-
-/// Encodes a key for a point read: the read covers `[key, key ++ 00)`, so the key plus one
-/// byte must fit the read limit.
-pub(crate) fn encode_read_key(key: &Key, limits: &Limits) -> Result<Vec<u8>, KvError> {
-    let encoded = key.encode()?;
-    if encoded.len() + 1 > limits.max_read_key_bytes {
-        return Err(KvError::KeyTooLargeForRead { max: limits.max_read_key_bytes });
-    }
-    Ok(encoded)
-}
-
-/// Converts an engine entry (or its absence) into a read result.
-pub(crate) fn maybe_entry<T: FromKvValue>(
-    key: Key,
-    found: Option<StoredEntry>,
-) -> Result<KvEntryMaybe<T>, KvError> {
-    match found {
-        None => Ok(KvEntryMaybe { key, value: None, versionstamp: None }),
-        Some(entry) => {
-            let value = T::from_kv_value(KvValue::decode_stored(&entry.value)?)?;
-            Ok(KvEntryMaybe {
-                key,
-                value: Some(value),
-                versionstamp: Some(Versionstamp::from_sequence(entry.version)),
-            })
-        }
-    }
-}
-
-/// Decodes a listed entry's stored key, value and sequence number into a read result;
-/// the key starts with `prefix` (the listing's common prefix), whose decoded parts are
-/// reused.
-#[inline]
-pub(crate) fn decode_entry_after<T: FromKvValue>(
-    prefix: &DecodedPrefix,
-    key: &[u8],
-    value: &[u8],
-    seq: u64,
-) -> Result<KvEntry<T>, KvError> {
-    let mut parts = prefix.parts_buffer();
-    prefix.decode_into(key, &mut parts)?;
-    let value = T::from_kv_value(KvValue::decode_stored(value)?)?;
-    Ok(KvEntry { key: Key(parts), value, versionstamp: Versionstamp::from_sequence(seq) })
 }

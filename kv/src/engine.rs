@@ -1,8 +1,8 @@
-//! The storage engine under a [`Kv`]: its options, sync modes, clocks, statistics and file
-//! systems, and [`KvEngine`], a read-only and maintenance view of a database's engine.
-//! The maintenance tools work on a database directory: online checkpoints ([`checkpoint`],
-//! [`restore`]), which read the files of a database open elsewhere, and [`verify`] and
-//! [`repair`], which need it closed.
+//! The storage engine under a [`Kv`](super::Kv): its options, sync modes, clocks,
+//! statistics and file systems, and [`KvEngine`], a read-only and maintenance view of a
+//! database's engine. The maintenance tools work on a database directory: online
+//! checkpoints ([`checkpoint`], [`restore`]), which read the files of a database open
+//! elsewhere, and [`verify`] and [`repair`], which need it closed.
 //!
 //! The engine itself ([`stampkv_engine::Db`]) is not handed out: its key space holds
 //! stampkv's own records under the reserved `0xFF` prefix (queue messages and their index),
@@ -14,7 +14,8 @@
 //! ```
 
 use crate::storage_error::from_engine;
-use crate::{Kv, KvError};
+use crate::store::EngineStore;
+use crate::KvError;
 use std::ops::RangeBounds;
 
 pub use stampkv_engine::fs;
@@ -24,21 +25,35 @@ pub use stampkv_engine::{
     SyncMode, SystemClock, TableFileInfo, TableOptions, VerifyReport, BACKUP_FILE,
 };
 
-/// Read-only and maintenance access to the engine under a [`Kv`]: statistics, flush,
-/// compaction, and raw reads of engine keys (a key's tuple encoding, or stampkv's own
-/// records under `0xFF`). Returned by [`Kv::engine`].
-#[derive(Debug, Clone, Copy)]
+/// Read-only and maintenance access to the engine under a [`Kv`](super::Kv): statistics,
+/// flush, compaction, and raw reads of engine keys (a key's tuple encoding, or stampkv's
+/// own records under `0xFF`). Returned by [`Kv::engine`](super::Kv::engine).
+#[derive(Clone, Copy)]
 pub struct KvEngine<'a> {
-    kv: &'a Kv,
+    store: &'a EngineStore,
+}
+
+impl std::fmt::Debug for KvEngine<'_> {
+    /// `KvEngine { kv: Kv { store: .. } }`, as when this view held the database handle.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        /// The database handle's debug form.
+        struct Kv<'s>(&'s EngineStore);
+        impl std::fmt::Debug for Kv<'_> {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct("Kv").field("store", self.0).finish()
+            }
+        }
+        f.debug_struct("KvEngine").field("kv", &Kv(self.store)).finish()
+    }
 }
 
 impl<'a> KvEngine<'a> {
-    pub(crate) fn new(kv: &'a Kv) -> Self {
-        KvEngine { kv }
+    pub(crate) fn new(store: &'a EngineStore) -> Self {
+        KvEngine { store }
     }
 
     fn db(&self) -> &'a stampkv_engine::Db {
-        self.kv.inner.store.db()
+        self.store.db()
     }
 
     /// Statistics: bytes written, flushes, compactions, stalls, files per level.

@@ -26,9 +26,11 @@ mod atomic;
 pub mod bulk;
 mod db;
 pub mod engine;
+mod entry;
 mod list;
 mod queue;
 pub mod remote;
+mod shared;
 mod storage_error;
 pub mod store;
 mod watch;
@@ -46,4 +48,5 @@ pub use stampkv_model::{
     KvEntryMaybe, KvError, KvValue, Limits, ListOptions, ParseBigIntError, Selector, SetOptions,
     StorageError, StorageErrorKind, SumError, ToKvValue, TryFromBigIntError, Value, ValueError, Versionstamp,
 };
+pub use store::ForeignCommitSink;
 pub use watch::{Watch, WatchPoll};

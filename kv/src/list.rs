@@ -4,7 +4,8 @@
 //! **Better than Deno:** the whole iteration reads one consistent snapshot, however many
 //! batches it spans.
 
-use crate::db::{decode_entry_after, Kv};
+use crate::db::Kv;
+use crate::entry::decode_entry_after;
 use crate::key::DecodedPrefix;
 use crate::select::{apply_cursor, encode_cursor, resolve_selector, ListOptions, Selector};
 use crate::store::{EngineStore, Store, StoreCursor, StoreSnapshot};

@@ -20,21 +20,24 @@
 //!   delivered again; its outcome is then applied only if the message is still stored.
 //! - Messages with the same deadline are delivered in enqueue order; time comes from the
 //!   engine's clock, so tests can move it.
+//!
+//! The record layout is in `record.rs`; the in-memory state the workers share (the index
+//! of stored messages, the leases, the wake-ups) in `hub.rs`; here, the enqueue's checks,
+//! the listener and its workers' commits.
 
+pub(crate) mod hub;
 pub(crate) mod record;
 
-use crate::db::{Kv, KvInner};
+use crate::shared::Core;
 use crate::storage_error::from_engine;
-use crate::store::{Abort, CommitOptions, EngineStore, Store, StoreCursor, StoreSnapshot, Transaction};
+use crate::store::{Abort, CommitOptions, EngineStore, Store, Transaction};
 use crate::{FromKvValue, Key, KvError, KvValue, ToKvValue};
-use parking_lot::{Condvar, Mutex};
-use record::{message_key, parse_message_key, MessageRecord, QUEUE_PREFIX};
-use std::collections::{BTreeSet, HashMap};
+use hub::{Leased, Outcome};
+use record::{message_key, parse_message_key, MessageRecord};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Deno's default retry schedule, in milliseconds.
 pub const DEFAULT_BACKOFF_MS: [u32; 5] = [100, 1_000, 5_000, 30_000, 60_000];
@@ -224,189 +227,56 @@ impl Default for ListenOptions {
     }
 }
 
-/// A worker's hold on a message.
-#[derive(Clone, Copy)]
-struct Lease {
-    token: u64,
-    until: Instant,
-}
-
-#[derive(Default)]
-struct HubState {
-    /// Keys of the stored messages, in delivery order; `None` until the first listener
-    /// loads it with one scan. Kept in step with every queue commit, under this lock, so
-    /// workers never rescan the queue's key range (which fills with deleted entries).
-    pending: Option<BTreeSet<Vec<u8>>>,
-    /// Messages being handled: engine key → lease.
-    leases: HashMap<Vec<u8>, Lease>,
-    next_token: u64,
-    /// Bumped by every enqueue commit and lease release.
-    epoch: u64,
-    closed: bool,
-    workers: Vec<JoinHandle<()>>,
-}
-
-/// The database's queue state shared by its listeners.
-#[derive(Default)]
-pub(crate) struct QueueHub {
-    state: Mutex<HubState>,
-    cv: Condvar,
-}
-
-impl QueueHub {
-    /// Records committed enqueues and wakes the workers.
-    pub fn enqueued(&self, keys: &[Vec<u8>]) {
-        let mut state = self.state.lock();
-        if let Some(pending) = state.pending.as_mut() {
-            pending.extend(keys.iter().cloned());
-        }
-        state.epoch += 1;
-        self.cv.notify_all();
-    }
-
-    /// Forgets the index of stored messages, so that the workers load it again with one
-    /// scan (a restore wrote messages without commits), and wakes them.
-    pub fn reload(&self) {
-        let mut state = self.state.lock();
-        state.pending = None;
-        state.epoch += 1;
-        self.cv.notify_all();
-    }
-
-    /// Wakes the workers (a listener stopped, or the state changed).
-    pub fn notify(&self) {
-        self.state.lock().epoch += 1;
-        self.cv.notify_all();
-    }
-
-    /// Stops every worker after its current handler and waits for them (but never for the
-    /// calling thread itself, should a handler close the database).
-    pub fn close(&self) {
-        let workers = {
-            let mut state = self.state.lock();
-            state.closed = true;
-            std::mem::take(&mut state.workers)
-        };
-        self.cv.notify_all();
-        let me = std::thread::current().id();
-        for worker in workers {
-            if worker.thread().id() != me {
-                let _ = worker.join();
-            }
-        }
-    }
-
-    /// Ends a lease (unless it ran out and the message was leased again meanwhile) and
-    /// records what the handler's outcome did to the stored messages.
-    fn release(&self, key: &[u8], token: u64, outcome: Outcome) {
-        let mut state = self.state.lock();
-        if state.leases.get(key).is_some_and(|lease| lease.token == token) {
-            state.leases.remove(key);
-        }
-        if let Some(pending) = state.pending.as_mut() {
-            match outcome {
-                Outcome::Removed => {
-                    pending.remove(key);
-                }
-                Outcome::Moved(to) => {
-                    pending.remove(key);
-                    pending.insert(to);
-                }
-                Outcome::Unchanged => {}
-            }
-        }
-        state.epoch += 1;
-        self.cv.notify_all();
-    }
-}
-
-/// A running set of queue workers; see [`Kv::listen_queue`]. Dropping the handle leaves the
-/// workers running until the database closes.
+/// A running set of queue workers; see [`Kv::listen_queue`](super::Kv::listen_queue). Dropping the handle
+/// leaves the workers running until the database closes.
 pub struct QueueListener<S: Store = EngineStore> {
     stop: Arc<AtomicBool>,
-    inner: Arc<KvInner<S>>,
+    core: Arc<Core<S>>,
 }
 
 impl<S: Store> QueueListener<S> {
     /// Stops this listener's workers after their current handlers (the database stays open).
     pub fn stop(self) {
         self.stop.store(true, Ordering::SeqCst);
-        self.inner.queue.notify();
+        self.core.queue.notify();
     }
 
     /// Blocks until the database is closed (Deno's `listenQueue` promise).
     pub fn wait(self) {
-        let hub = &self.inner.queue;
-        let mut state = hub.state.lock();
-        while !state.closed && !self.stop.load(Ordering::SeqCst) {
-            hub.cv.wait(&mut state);
-        }
+        self.core.queue.wait_closed(&self.stop);
     }
 }
 
-/// What handling a message did to its stored record.
-enum Outcome {
-    /// Deleted (handled, dead-lettered, or already gone).
-    Removed,
-    /// Rescheduled under a new key.
-    Moved(Vec<u8>),
-    /// Nothing could be written (the database closed): it stays queued as it was.
-    Unchanged,
-}
+/// A queue handler as the workers call it (its error already turned into text).
+pub(crate) type Handler = Arc<dyn Fn(QueueMessage) -> Result<(), String> + Send + Sync>;
 
 /// Queue bookkeeping commits are not synced on their own (see the module docs).
 const BOOKKEEPING: CommitOptions = CommitOptions { sync: Some(false) };
 
-impl<S: Store> Kv<S> {
-    /// Enqueues `value` in its own atomic commit; returns the commit's versionstamp.
-    pub fn enqueue(
-        &self,
-        value: &(impl ToKvValue + ?Sized),
-        options: EnqueueOptions,
-    ) -> Result<crate::Versionstamp, KvError> {
-        let result = self.atomic().enqueue(value, options).commit()?;
-        result
-            .versionstamp()
-            .ok_or_else(|| KvError::InvalidMutation("an enqueue without checks failed a check".into()))
-    }
-
-    /// Starts `options.workers` threads delivering queued messages to `handler`. A handler
-    /// returning `Err` (or panicking) has its message retried on the backoff schedule, then
-    /// dead-lettered. Several listeners share the messages; each delivery goes to one.
-    pub fn listen_queue<F, E>(&self, options: ListenOptions, handler: F) -> Result<QueueListener<S>, KvError>
-    where
-        F: Fn(QueueMessage) -> Result<(), E> + Send + Sync + 'static,
-        E: std::fmt::Display,
-    {
-        let handler: Arc<dyn Fn(QueueMessage) -> Result<(), String> + Send + Sync> =
-            Arc::new(move |message| handler(message).map_err(|e| e.to_string()));
-        let stop = Arc::new(AtomicBool::new(false));
-        let mut state = self.inner.queue.state.lock();
-        if state.closed {
-            return Err(KvError::QueueClosed);
-        }
-        for n in 0..options.workers.max(1) {
-            let worker = Worker { kv: self.clone(), options, handler: handler.clone(), stop: stop.clone() };
-            let thread = std::thread::Builder::new()
-                .name(format!("stampkv-queue-{n}"))
-                .spawn(move || worker.run())
-                .map_err(|e| {
-                    from_engine(stampkv_engine::Error::Io {
-                        context: "starting a queue worker".into(),
-                        source: e,
-                    })
-                })?;
-            state.workers.push(thread);
-        }
-        Ok(QueueListener { stop, inner: self.inner.clone() })
-    }
+/// Starts `options.workers` threads delivering the messages of `core` to `handler`; see
+/// [`Kv::listen_queue`](super::Kv::listen_queue).
+pub(crate) fn listen<S: Store>(
+    core: &Arc<Core<S>>,
+    options: ListenOptions,
+    handler: Handler,
+) -> Result<QueueListener<S>, KvError> {
+    let stop = Arc::new(AtomicBool::new(false));
+    core.queue.add_workers(options.workers.max(1), |n| {
+        let worker = Worker { core: core.clone(), options, handler: handler.clone(), stop: stop.clone() };
+        let spawned =
+            std::thread::Builder::new().name(format!("stampkv-queue-{n}")).spawn(move || worker.run());
+        spawned.map_err(|e| {
+            from_engine(stampkv_engine::Error::Io { context: "starting a queue worker".into(), source: e })
+        })
+    })?;
+    Ok(QueueListener { stop, core: core.clone() })
 }
 
 /// One worker thread of a listener.
 struct Worker<S: Store> {
-    kv: Kv<S>,
+    core: Arc<Core<S>>,
     options: ListenOptions,
-    handler: Arc<dyn Fn(QueueMessage) -> Result<(), String> + Send + Sync>,
+    handler: Handler,
     stop: Arc<AtomicBool>,
 }
 
@@ -418,109 +288,19 @@ impl<S: Store> Worker<S> {
             let succeeded = matches!(catch_unwind(AssertUnwindSafe(|| handler(message))), Ok(Ok(())));
             // If the database closed meanwhile the message stays queued for the next open.
             let outcome = if succeeded { self.acknowledge(&key) } else { self.retry_or_dead_letter(&key) };
-            self.kv.inner.queue.release(&key, token, outcome.unwrap_or(Outcome::Unchanged));
+            self.core.queue.release(&key, token, outcome.unwrap_or(Outcome::Unchanged));
         }
-    }
-
-    fn hub(&self) -> &QueueHub {
-        &self.kv.inner.queue
     }
 
     /// Leases the next deliverable message; `None` once stopped or closed.
-    fn next_message(&self) -> Option<(Vec<u8>, u64, MessageRecord)> {
-        let clock = self.kv.inner.store.clock().clone();
-        loop {
-            let mut state = self.hub().state.lock();
-            if state.closed || self.stop.load(Ordering::SeqCst) {
-                return None;
-            }
-            if state.pending.is_none() {
-                match self.load_pending() {
-                    Ok(pending) => state.pending = Some(pending),
-                    Err(_) => return None,
-                }
-            }
-            let epoch = state.epoch;
-            let (now_ms, now) = (clock.now_ms(), Instant::now());
-            state.leases.retain(|_, lease| lease.until > now);
-            match self.take_due(&mut state, now_ms, now) {
-                Ok(Some(taken)) => return Some(taken),
-                Ok(None) => {}
-                Err(_) => return None,
-            }
-            let mut wait = self.options.max_idle_wait;
-            // Due messages left are all leased: wake for the next future deadline (or a
-            // lease expiry, below), not for them.
-            let next_deadline = state.pending.as_ref().and_then(|pending| {
-                pending.iter().filter_map(|k| parse_message_key(k)).map(|(d, _, _)| d).find(|d| *d > now_ms)
-            });
-            if let Some(deadline) = next_deadline {
-                wait = wait.min(Duration::from_millis(deadline - now_ms));
-            }
-            if let Some(first_expiry) = state.leases.values().map(|lease| lease.until).min() {
-                wait = wait.min(first_expiry.saturating_duration_since(now));
-            }
-            if state.epoch == epoch {
-                self.hub().cv.wait_for(&mut state, wait.max(Duration::from_millis(1)));
-            }
-        }
-    }
-
-    /// The keys of every stored message (one scan, when the first worker starts).
-    fn load_pending(&self) -> Result<BTreeSet<Vec<u8>>, KvError> {
-        let mut end = QUEUE_PREFIX.to_vec();
-        end.push(0xFF);
-        let mut pending = BTreeSet::new();
-        let mut cursor = self.kv.inner.store.snapshot().cursor(&QUEUE_PREFIX, &end, false);
-        while cursor.advance()? {
-            if parse_message_key(cursor.key()).is_some() {
-                pending.insert(cursor.key().to_vec());
-            }
-        }
-        Ok(pending)
-    }
-
-    /// Leases the first due message nobody holds, if any.
-    fn take_due(
-        &self,
-        state: &mut HubState,
-        now_ms: u64,
-        now: Instant,
-    ) -> Result<Option<(Vec<u8>, u64, MessageRecord)>, KvError> {
-        let Some(pending) = state.pending.as_ref() else { return Ok(None) };
-        let mut vanished = Vec::new();
-        let mut chosen = None;
-        for key in pending {
-            let Some((deadline, _, _)) = parse_message_key(key) else { continue };
-            if deadline > now_ms {
-                break;
-            }
-            if state.leases.contains_key(key) {
-                continue;
-            }
-            match self.kv.inner.store.get(key)? {
-                Some(entry) => {
-                    chosen = Some((key.clone(), MessageRecord::decode(&entry.value)?));
-                    break;
-                }
-                None => vanished.push(key.clone()),
-            }
-        }
-        if let Some(pending) = state.pending.as_mut() {
-            for key in &vanished {
-                pending.remove(key);
-            }
-        }
-        let Some((key, record)) = chosen else { return Ok(None) };
-        state.next_token += 1;
-        let token = state.next_token;
-        state.leases.insert(key.clone(), Lease { token, until: now + self.options.visibility_timeout });
-        Ok(Some((key, token, record)))
+    fn next_message(&self) -> Option<Leased> {
+        let ListenOptions { visibility_timeout, max_idle_wait, .. } = self.options;
+        self.core.queue.lease_next(&self.core.store, &self.stop, visibility_timeout, max_idle_wait)
     }
 
     /// Deletes a handled message (if it is still stored).
     fn acknowledge(&self, key: &[u8]) -> Result<Outcome, KvError> {
-        let outcome = self.kv.inner.store.commit(BOOKKEEPING, |view| {
+        let outcome = self.core.store.commit(BOOKKEEPING, |view| {
             if view.get(key)?.is_none() {
                 return Err(Abort::CheckFailed);
             }
@@ -544,7 +324,7 @@ impl<S: Store> Worker<S> {
     fn retry_or_dead_letter(&self, key: &[u8]) -> Result<Outcome, KvError> {
         let Some((_, sequence, index)) = parse_message_key(key) else { return Ok(Outcome::Removed) };
         loop {
-            let outcome = self.kv.inner.store.commit(BOOKKEEPING, |view| {
+            let outcome = self.core.store.commit(BOOKKEEPING, |view| {
                 let Some(entry) = view.get(key)? else { return Err(Abort::CheckFailed) };
                 let mut record = MessageRecord::decode(&entry.value).map_err(Abort::Failed)?;
                 if record.backoff_ms.is_empty() {
@@ -571,7 +351,7 @@ impl<S: Store> Worker<S> {
             });
             match outcome {
                 Ok((_, (result, dead_letters))) => {
-                    self.kv.inner.watch.notify(&dead_letters);
+                    self.core.watch.notify(&dead_letters);
                     if let Some(result) = result {
                         return Ok(result);
                     }

@@ -2,7 +2,7 @@
 //! commits: `build` runs once, under the engine's write lock, and the engine's sequence
 //! number is the commit's version.
 
-use super::{Abort, CommitOptions, Store, StoreCursor, StoreSnapshot, StoredEntry, Transaction};
+use super::seam::{Abort, CommitOptions, Store, StoreCursor, StoreSnapshot, StoredEntry, Transaction};
 use crate::storage_error::from_engine;
 use crate::KvError;
 use stampkv_engine::{Clock, Db, DbCursor, DbIter, Entry, LatestView, Snapshot, WriteBatch, WriteOptions};

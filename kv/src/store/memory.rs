@@ -10,7 +10,7 @@
 //! read, is what keeps [`Transaction::commit_version`] true: the version a write set was
 //! built for is the one it gets.)
 
-use super::{Abort, CommitOptions, Store, StoreCursor, StoreSnapshot, StoredEntry, Transaction};
+use super::seam::{Abort, CommitOptions, Store, StoreCursor, StoreSnapshot, StoredEntry, Transaction};
 use crate::{KvError, StorageError, StorageErrorKind};
 use parking_lot::RwLock;
 use stampkv_engine::{Clock, SystemClock};

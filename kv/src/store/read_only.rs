@@ -3,7 +3,7 @@
 //! every commit fails with [`StorageErrorKind::ReadOnly`].
 
 use super::engine::{stored, EngineCursor};
-use super::{Abort, CommitOptions, Store, StoreSnapshot, StoredEntry, Transaction};
+use super::seam::{Abort, CommitOptions, Store, StoreSnapshot, StoredEntry, Transaction};
 use crate::storage_error::from_engine;
 use crate::{KvError, StorageError, StorageErrorKind};
 use stampkv_engine::{Clock, ReadOnlyDb, ReadOnlySnapshot};

@@ -17,6 +17,7 @@ mod atomic;
 mod behaviour;
 mod bulk;
 mod deno_parity;
+mod foreign;
 mod list;
 mod queue;
 mod queue_parity;

@@ -9,49 +9,15 @@
 //! entry has an expiry time, the watch also wakes when that time comes on the engine's
 //! clock.
 
-use crate::db::Kv;
+pub(crate) mod hub;
+
+use crate::entry::maybe_entry;
+use crate::shared::Core;
 use crate::store::{EngineStore, Store, StoreSnapshot};
 use crate::{Key, KvEntryMaybe, KvError, KvValue, Versionstamp};
-use parking_lot::{Condvar, Mutex};
-use std::collections::HashMap;
+use hub::{Mark, Waiter};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// Longest sleep between two looks at the clock while an expiry is pending (the clock may
-/// be a test clock that jumps).
-const EXPIRY_POLL: Duration = Duration::from_millis(20);
-
-#[derive(Default)]
-struct Signal {
-    dirty: bool,
-    closed: bool,
-}
-
-/// A callback run when a watch is marked (see [`Watch::set_waker`]).
-type Waker = Arc<dyn Fn() + Send + Sync>;
-
-/// What a watch waits on.
-#[derive(Default)]
-struct Waiter {
-    signal: Mutex<Signal>,
-    cv: Condvar,
-    waker: Mutex<Option<Waker>>,
-}
-
-impl Waiter {
-    fn mark(&self, close: bool) {
-        {
-            let mut signal = self.signal.lock();
-            signal.dirty = true;
-            signal.closed |= close;
-            self.cv.notify_all();
-        }
-        let waker = self.waker.lock().clone();
-        if let Some(waker) = waker {
-            waker();
-        }
-    }
-}
 
 /// What [`Watch::poll`] found.
 #[derive(Debug)]
@@ -65,87 +31,9 @@ pub enum WatchPoll {
     Closed,
 }
 
-#[derive(Default)]
-struct HubState {
-    next_id: u64,
-    waiters: HashMap<u64, (Vec<Vec<u8>>, Arc<Waiter>)>,
-    by_key: HashMap<Vec<u8>, Vec<u64>>,
-    closed: bool,
-}
-
-/// The database's registry of watches.
-#[derive(Default)]
-pub(crate) struct WatchHub {
-    state: Mutex<HubState>,
-}
-
-impl WatchHub {
-    fn register(&self, keys: Vec<Vec<u8>>) -> (u64, Arc<Waiter>) {
-        let mut state = self.state.lock();
-        state.next_id += 1;
-        let id = state.next_id;
-        let waiter = Arc::new(Waiter::default());
-        if state.closed {
-            waiter.mark(true);
-        }
-        for key in &keys {
-            state.by_key.entry(key.clone()).or_default().push(id);
-        }
-        state.waiters.insert(id, (keys, waiter.clone()));
-        (id, waiter)
-    }
-
-    fn unregister(&self, id: u64) {
-        let mut state = self.state.lock();
-        if let Some((keys, _)) = state.waiters.remove(&id) {
-            for key in keys {
-                if let Some(ids) = state.by_key.get_mut(&key) {
-                    ids.retain(|i| *i != id);
-                    if ids.is_empty() {
-                        state.by_key.remove(&key);
-                    }
-                }
-            }
-        }
-    }
-
-    /// Marks the watches of `keys` (encoded) as changed.
-    pub(crate) fn notify(&self, keys: &[Vec<u8>]) {
-        let state = self.state.lock();
-        if state.by_key.is_empty() {
-            return;
-        }
-        for key in keys {
-            for id in state.by_key.get(key).into_iter().flatten() {
-                if let Some((_, waiter)) = state.waiters.get(id) {
-                    waiter.mark(false);
-                }
-            }
-        }
-    }
-
-    /// Marks every watch as changed (a restore wrote without commits): each re-reads its
-    /// keys and yields only if a versionstamp differs.
-    pub(crate) fn notify_all(&self) {
-        let state = self.state.lock();
-        for (_, waiter) in state.waiters.values() {
-            waiter.mark(false);
-        }
-    }
-
-    /// Ends every watch (the database is closing).
-    pub(crate) fn close(&self) {
-        let mut state = self.state.lock();
-        state.closed = true;
-        for (_, waiter) in state.waiters.values() {
-            waiter.mark(true);
-        }
-    }
-}
-
-/// A running watch; see [`Kv::watch`]. Dropping it stops watching.
+/// A running watch; see [`Kv::watch`](super::Kv::watch). Dropping it stops watching.
 pub struct Watch<S: Store = EngineStore> {
-    kv: Kv<S>,
+    core: Arc<Core<S>>,
     keys: Vec<Key>,
     encoded: Vec<Vec<u8>>,
     id: u64,
@@ -157,8 +45,9 @@ pub struct Watch<S: Store = EngineStore> {
 }
 
 impl<S: Store> Watch<S> {
-    pub(crate) fn start(kv: &Kv<S>, keys: &[Key]) -> Result<Watch<S>, KvError> {
-        let limits = kv.limits();
+    /// Checks the keys against the limits and registers the watch with the hub of `core`.
+    pub(crate) fn start(core: &Arc<Core<S>>, keys: &[Key]) -> Result<Watch<S>, KvError> {
+        let limits = &core.limits;
         if keys.len() > limits.max_watched_keys {
             return Err(KvError::TooManyWatchedKeys { max: limits.max_watched_keys });
         }
@@ -174,9 +63,9 @@ impl<S: Store> Watch<S> {
                 Ok(encoded)
             })
             .collect::<Result<_, KvError>>()?;
-        let (id, waiter) = kv.inner.watch.register(encoded.clone());
+        let (id, waiter) = core.watch.register(encoded.clone());
         Ok(Watch {
-            kv: kv.clone(),
+            core: core.clone(),
             keys: keys.to_vec(),
             encoded,
             id,
@@ -188,7 +77,7 @@ impl<S: Store> Watch<S> {
 
     /// Reads every watched key from one snapshot.
     fn read(&mut self) -> Result<Vec<KvEntryMaybe<KvValue>>, KvError> {
-        let snapshot = self.kv.inner.store.snapshot();
+        let snapshot = self.core.store.snapshot();
         let mut entries = Vec::with_capacity(self.keys.len());
         self.next_expiry_ms = None;
         for (key, encoded) in self.keys.iter().zip(&self.encoded) {
@@ -196,41 +85,15 @@ impl<S: Store> Watch<S> {
             if let Some(at) = found.as_ref().and_then(|e| e.expires_at_ms) {
                 self.next_expiry_ms = Some(self.next_expiry_ms.map_or(at, |t| t.min(at)));
             }
-            entries.push(crate::db::maybe_entry(key.clone(), found)?);
+            entries.push(maybe_entry(key.clone(), found)?);
         }
         Ok(entries)
     }
 
     /// Waits until marked, closed, an expiry is due, or `deadline`; true if closed.
     fn wait(&self, deadline: Option<Instant>) -> Option<bool> {
-        let clock = self.kv.inner.store.clock();
-        let mut signal = self.waiter.signal.lock();
-        loop {
-            if signal.closed {
-                return Some(true);
-            }
-            if std::mem::take(&mut signal.dirty) {
-                return Some(false);
-            }
-            if self.next_expiry_ms.is_some_and(|at| clock.now_ms() >= at) {
-                return Some(false);
-            }
-            let now = Instant::now();
-            if deadline.is_some_and(|d| now >= d) {
-                return None;
-            }
-            let mut until = deadline;
-            if self.next_expiry_ms.is_some() {
-                let poll = now + EXPIRY_POLL;
-                until = Some(until.map_or(poll, |d| d.min(poll)));
-            }
-            match until {
-                Some(until) => {
-                    self.waiter.cv.wait_until(&mut signal, until);
-                }
-                None => self.waiter.cv.wait(&mut signal),
-            }
-        }
+        let clock = self.core.store.clock();
+        self.waiter.wait(deadline, self.next_expiry_ms, || clock.now_ms())
     }
 
     /// Registers `waker`, called every time a commit writes one of the watched keys or the
@@ -238,7 +101,7 @@ impl<S: Store> Watch<S> {
     /// async runtime's notify, for example). Then [`Watch::poll`] tells what changed. A mark
     /// that came before the waker was set is not lost: the next poll sees it.
     pub fn set_waker(&self, waker: impl Fn() + Send + Sync + 'static) {
-        *self.waiter.waker.lock() = Some(Arc::new(waker));
+        self.waiter.set_waker(Arc::new(waker));
     }
 
     /// Looks without blocking for waiting: the first poll reads every key; later ones read
@@ -246,14 +109,12 @@ impl<S: Store> Watch<S> {
     /// report [`WatchPoll::Changed`] only if a versionstamp differs from the last report.
     /// A read is a blocking engine call (a few point lookups from one snapshot).
     pub fn poll(&mut self) -> Result<WatchPoll, KvError> {
-        let marked = {
-            let mut signal = self.waiter.signal.lock();
-            if signal.closed {
-                return Ok(WatchPoll::Closed);
-            }
-            std::mem::take(&mut signal.dirty)
+        let marked = match self.waiter.take() {
+            Mark::Closed => return Ok(WatchPoll::Closed),
+            Mark::Changed => true,
+            Mark::Unchanged => false,
         };
-        let due = self.next_expiry_ms.is_some_and(|at| self.kv.inner.store.clock().now_ms() >= at);
+        let due = self.next_expiry_ms.is_some_and(|at| self.core.store.clock().now_ms() >= at);
         if self.last.is_some() && !marked && !due {
             return Ok(WatchPoll::Pending);
         }
@@ -270,7 +131,7 @@ impl<S: Store> Watch<S> {
     /// database's clock (zero if it is due), or `None` if none of them expires.
     pub fn next_expiry_in(&self) -> Option<Duration> {
         let at = self.next_expiry_ms?;
-        Some(Duration::from_millis(at.saturating_sub(self.kv.inner.store.clock().now_ms())))
+        Some(Duration::from_millis(at.saturating_sub(self.core.store.clock().now_ms())))
     }
 
     /// The next state, waiting at most `timeout`; `None` on timeout or when the database
@@ -314,6 +175,6 @@ impl<S: Store> Iterator for Watch<S> {
 
 impl<S: Store> Drop for Watch<S> {
     fn drop(&mut self) {
-        self.kv.inner.watch.unregister(self.id);
+        self.core.watch.unregister(self.id);
     }
 }

@@ -1,0 +1,137 @@
+//! The seam's types and traits; the contract they carry is described in the
+//! [`store`](super) module documentation.
+
+use crate::KvError;
+use stampkv_engine::Clock;
+use std::sync::Arc;
+
+/// Called with the keys of commits this process did not make (another server sharing the
+/// store); see [`Store::subscribe_foreign_commits`].
+pub type ForeignCommitSink = Arc<dyn Fn(&[Vec<u8>]) + Send + Sync>;
+
+/// An entry as a store keeps it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredEntry {
+    /// The value's bytes (the data model's stored form).
+    pub value: Vec<u8>,
+    /// The version of the commit that wrote it.
+    pub version: u64,
+    /// When it expires (milliseconds since the Unix epoch on the store's clock), if it does.
+    pub expires_at_ms: Option<u64>,
+}
+
+/// Why a commit applied nothing.
+#[derive(Debug)]
+pub enum Abort {
+    /// A condition `build` checked did not hold (a Deno KV check, or a queue record that
+    /// is gone): nothing is applied, and that is not an error.
+    CheckFailed,
+    /// `build` or the store failed.
+    Failed(KvError),
+}
+
+impl From<KvError> for Abort {
+    fn from(e: KvError) -> Self {
+        Abort::Failed(e)
+    }
+}
+
+/// How a commit is made durable.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CommitOptions {
+    /// `Some(false)`: the commit need not be durable before it returns (the queue's own
+    /// bookkeeping); `None`: the store's configured default.
+    pub sync: Option<bool>,
+}
+
+/// A commit being built: the latest state as `build` sees it, and the writes it makes.
+/// Writes are applied in order (a later write of a key wins) when the commit is applied;
+/// reads do not see them.
+pub trait Transaction {
+    /// The latest entry of `key` (expired entries are absent).
+    fn get(&self, key: &[u8]) -> Result<Option<StoredEntry>, KvError>;
+    /// The version this commit gets if it is applied.
+    fn commit_version(&self) -> u64;
+    /// The time expiry is evaluated at for this commit.
+    fn now_ms(&self) -> u64;
+    /// Stores `value` under `key`, expiring at `expires_at_ms` if given.
+    fn put(&mut self, key: &[u8], value: &[u8], expires_at_ms: Option<u64>);
+    /// Removes `key`.
+    fn delete(&mut self, key: &[u8]);
+}
+
+/// A consistent read-only view of a store at one version and one read time.
+pub trait StoreSnapshot: Send + Sync + 'static {
+    /// The range cursor of this snapshot.
+    type Cursor: StoreCursor;
+    /// The version of the last commit the snapshot sees.
+    fn version(&self) -> u64;
+    /// The time at which the snapshot evaluates expiry.
+    fn read_time_ms(&self) -> u64;
+    /// The entry of `key`.
+    fn get(&self, key: &[u8]) -> Result<Option<StoredEntry>, KvError>;
+    /// A cursor over the entries with keys in `start..end`, ascending, or descending when
+    /// `reverse`. The cursor keeps the snapshot's state alive by itself.
+    fn cursor(&self, start: &[u8], end: &[u8], reverse: bool) -> Self::Cursor;
+}
+
+/// A cursor over a range of a snapshot; [`StoreCursor::advance`] moves to the next entry.
+pub trait StoreCursor: Send + 'static {
+    /// Moves to the next entry: `Ok(false)` when the range is exhausted.
+    fn advance(&mut self) -> Result<bool, KvError>;
+    /// The current entry's key (after `advance` returned `Ok(true)`).
+    fn key(&self) -> &[u8];
+    /// The current entry's value.
+    fn value(&self) -> &[u8];
+    /// The version of the commit that wrote the current entry.
+    fn version(&self) -> u64;
+    /// The current entry's expiry, if it has one.
+    fn expires_at_ms(&self) -> Option<u64>;
+}
+
+/// A store under the Deno KV layer; see the [`store`](super) module documentation for
+/// the contract.
+pub trait Store: Send + Sync + std::fmt::Debug + 'static {
+    /// The snapshot type.
+    type Snapshot: StoreSnapshot;
+
+    /// A consistent view of the latest applied state.
+    fn snapshot(&self) -> Self::Snapshot;
+
+    /// The latest entry of `key`.
+    fn get(&self, key: &[u8]) -> Result<Option<StoredEntry>, KvError> {
+        self.snapshot().get(key)
+    }
+
+    /// A cursor over `start..end` of the latest state (one consistent state, however long
+    /// the cursor lives), ascending or, when `reverse`, descending.
+    fn cursor(&self, start: &[u8], end: &[u8], reverse: bool) -> <Self::Snapshot as StoreSnapshot>::Cursor {
+        self.snapshot().cursor(start, end, reverse)
+    }
+
+    /// Runs `build` on a [`Transaction`] over the latest state and applies its writes
+    /// atomically; returns the commit's version and what the last call of `build` returned.
+    /// See the [`store`](super) module documentation for how often `build` may run.
+    fn commit<T>(
+        &self,
+        options: CommitOptions,
+        build: impl FnMut(&mut dyn Transaction) -> Result<T, Abort>,
+    ) -> Result<(u64, T), Abort>;
+
+    /// The clock expiry is evaluated on.
+    fn clock(&self) -> &Arc<dyn Clock>;
+
+    /// Makes every commit durable and stops the store; later calls fail with
+    /// [`KvError::Closed`].
+    fn close(&self) -> Result<(), KvError>;
+
+    /// Registers `sink`, called with the keys of commits this process did not make (another
+    /// server sharing the store). Stores that only see their own commits keep the default,
+    /// which never calls it.
+    ///
+    /// A store calls `sink` with none of its own locks held: the sink takes the watch and
+    /// queue hubs' locks, under which the layer above reads the store.
+    fn subscribe_foreign_commits(&self, sink: ForeignCommitSink) {
+        let _ = sink;
+    }
+}
