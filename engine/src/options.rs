@@ -197,7 +197,10 @@ impl std::fmt::Debug for Options {
 }
 
 impl Options {
-    /// Tiny sizes so that flushes and compactions happen constantly (tests).
+    /// Tiny sizes so that flushes and compactions happen constantly. For tests and fuzzing
+    /// only, never for a real database: it exists with the `test-presets` feature, which
+    /// the tests' dev-dependencies turn on.
+    #[cfg(feature = "test-presets")]
     pub fn tiny_for_tests() -> Self {
         Options {
             write_buffer_size: 4 << 10,
