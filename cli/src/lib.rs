@@ -6,6 +6,7 @@
 //! through this library.
 
 #![forbid(unsafe_code)]
+#![warn(unreachable_pub)]
 
 pub mod error;
 pub mod key_syntax;

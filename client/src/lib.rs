@@ -51,6 +51,7 @@
 //! and sums of V8 numbers (`sum` takes `KvU64` operands).
 
 #![forbid(unsafe_code)]
+#![warn(unreachable_pub)]
 
 mod api;
 mod atomic;

@@ -32,12 +32,12 @@ pub(crate) struct FileRemover {
 
 impl FileRemover {
     /// A remover without a thread: removals happen in the caller until [`FileRemover::start`].
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         FileRemover::default()
     }
 
     /// Starts the removal thread (does nothing if it runs).
-    pub fn start(&self) -> std::io::Result<()> {
+    pub(crate) fn start(&self) -> std::io::Result<()> {
         let mut queue = self.queue.lock();
         if queue.is_some() {
             return Ok(());
@@ -55,7 +55,7 @@ impl FileRemover {
     }
 
     /// Removes `path`: queued for the thread if it runs, else now.
-    pub fn remove(&self, fs: &Arc<dyn Fs>, path: &Path) {
+    pub(crate) fn remove(&self, fs: &Arc<dyn Fs>, path: &Path) {
         let queued = match &*self.queue.lock() {
             Some(sender) => sender.send((fs.clone(), path.to_path_buf())).is_ok(),
             None => false,
@@ -67,7 +67,7 @@ impl FileRemover {
 
     /// Removes everything queued, stops the thread and waits for it; later removals happen
     /// in the caller.
-    pub fn stop(&self) {
+    pub(crate) fn stop(&self) {
         // Dropping the sender ends the thread's loop once the queue is empty.
         drop(self.queue.lock().take());
         if let Some(handle) = self.thread.lock().take() {

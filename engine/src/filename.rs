@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 /// What a file in the directory is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FileKind {
+pub(crate) enum FileKind {
     /// A WAL segment.
     Wal(u64),
     /// A table.
@@ -31,37 +31,37 @@ pub enum FileKind {
 }
 
 /// Path of WAL segment `number`.
-pub fn wal_path(dir: &Path, number: u64) -> PathBuf {
+pub(crate) fn wal_path(dir: &Path, number: u64) -> PathBuf {
     dir.join(format!("{number:06}.log"))
 }
 
 /// Path of table `number`.
-pub fn table_path(dir: &Path, number: u64) -> PathBuf {
+pub(crate) fn table_path(dir: &Path, number: u64) -> PathBuf {
     dir.join(format!("{number:06}.sst"))
 }
 
 /// File name of manifest `number`.
-pub fn manifest_name(number: u64) -> String {
+pub(crate) fn manifest_name(number: u64) -> String {
     format!("MANIFEST-{number:06}")
 }
 
 /// Path of temporary file `number`.
-pub fn temp_path(dir: &Path, number: u64) -> PathBuf {
+pub(crate) fn temp_path(dir: &Path, number: u64) -> PathBuf {
     dir.join(format!("{number:06}.dbtmp"))
 }
 
 /// Path of `CURRENT`.
-pub fn current_path(dir: &Path) -> PathBuf {
+pub(crate) fn current_path(dir: &Path) -> PathBuf {
     dir.join("CURRENT")
 }
 
 /// Path of `LOCK`.
-pub fn lock_path(dir: &Path) -> PathBuf {
+pub(crate) fn lock_path(dir: &Path) -> PathBuf {
     dir.join("LOCK")
 }
 
 /// Classifies a directory entry; `None` for files that are not the database's.
-pub fn parse(name: &str) -> Option<FileKind> {
+pub(crate) fn parse(name: &str) -> Option<FileKind> {
     match name {
         "CURRENT" => return Some(FileKind::Current),
         "LOCK" => return Some(FileKind::Lock),

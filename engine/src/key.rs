@@ -7,7 +7,7 @@
 use std::cmp::Ordering;
 
 /// Largest usable sequence number (56 bits).
-pub const MAX_SEQUENCE: u64 = (1 << 56) - 1;
+pub(crate) const MAX_SEQUENCE: u64 = (1 << 56) - 1;
 
 /// What an entry is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,40 +35,40 @@ impl EntryKind {
 
 /// Builds a trailer.
 #[inline]
-pub fn trailer(seq: u64, kind: EntryKind) -> u64 {
+pub(crate) fn trailer(seq: u64, kind: EntryKind) -> u64 {
     debug_assert!(seq <= MAX_SEQUENCE);
     (seq << 8) | kind as u64
 }
 
 /// The sequence number of a trailer.
 #[inline]
-pub fn trailer_seq(trailer: u64) -> u64 {
+pub(crate) fn trailer_seq(trailer: u64) -> u64 {
     trailer >> 8
 }
 
 /// The kind byte of a trailer.
 #[inline]
-pub fn trailer_kind(trailer: u64) -> u8 {
+pub(crate) fn trailer_kind(trailer: u64) -> u8 {
     (trailer & 0xFF) as u8
 }
 
 /// The largest trailer whose sequence is `seq`: seeking to `(key, seek_trailer(s))` lands on
 /// the newest version of `key` visible at snapshot `s`.
 #[inline]
-pub fn seek_trailer(seq: u64) -> u64 {
+pub(crate) fn seek_trailer(seq: u64) -> u64 {
     (seq << 8) | 0xFF
 }
 
 /// Orders two internal keys: user key ascending, then trailer descending.
 #[inline]
-pub fn compare(a_key: &[u8], a_trailer: u64, b_key: &[u8], b_trailer: u64) -> Ordering {
+pub(crate) fn compare(a_key: &[u8], a_trailer: u64, b_key: &[u8], b_trailer: u64) -> Ordering {
     compare_bytes(a_key, b_key).then_with(|| b_trailer.cmp(&a_trailer))
 }
 
 /// Bytewise order of two keys, eight bytes at a time (short keys are the common case, and
 /// this avoids a call into `memcmp` on the memtable's hot path).
 #[inline]
-pub fn compare_bytes(a: &[u8], b: &[u8]) -> Ordering {
+pub(crate) fn compare_bytes(a: &[u8], b: &[u8]) -> Ordering {
     let mut a_words = a.chunks_exact(8);
     let mut b_words = b.chunks_exact(8);
     for (x, y) in (&mut a_words).zip(&mut b_words) {
@@ -84,7 +84,7 @@ pub fn compare_bytes(a: &[u8], b: &[u8]) -> Ordering {
 }
 
 /// Splits a stored value of kind `PutExpiring` into (expires_at_ms, value).
-pub fn split_expiring(stored: &[u8]) -> Option<(u64, &[u8])> {
+pub(crate) fn split_expiring(stored: &[u8]) -> Option<(u64, &[u8])> {
     let (head, value) = stored.split_at_checked(8)?;
     let expires_at = u64::from_le_bytes(head.try_into().ok()?);
     Some((expires_at, value))

@@ -60,6 +60,8 @@
 //! };
 //! ```
 
+#![warn(unreachable_pub)]
+
 // Only `fs` is a public module (for `Fs` implementations and test file systems); every
 // other public item is re-exported below. The internals (skiplist, memtable, iterators,
 // versions, internal keys) are private so that no safe caller can reach their raw

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// A memtable. Shared by `Arc` between the writer, readers, iterators and the flusher.
-pub struct Memtable {
+pub(crate) struct Memtable {
     list: SkipList,
     bloom: MemtableBloom,
     /// Number of the first WAL segment holding this memtable's commits.
@@ -26,7 +26,7 @@ pub struct Memtable {
 
 /// The newest version of a key visible at a snapshot, as found in one source.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Found {
+pub(crate) struct Found {
     /// The entry's trailer (sequence number and kind).
     pub trailer: u64,
     /// The stored value (with the expiry prefix for `PutExpiring`).
@@ -36,17 +36,17 @@ pub struct Found {
 impl Memtable {
     /// An empty memtable whose commits start in WAL segment `wal_segment`, after
     /// sequence number `base_seq`, expected to hold about `capacity_bytes`.
-    pub fn new(wal_segment: u64, capacity_bytes: usize, base_seq: u64) -> Self {
+    pub(crate) fn new(wal_segment: u64, capacity_bytes: usize, base_seq: u64) -> Self {
         Self::with_pool(wal_segment, capacity_bytes, base_seq, None)
     }
 
     /// The arena chunk size of a memtable of `capacity_bytes` (what its pool should keep).
-    pub fn chunk_bytes(capacity_bytes: usize) -> usize {
+    pub(crate) fn chunk_bytes(capacity_bytes: usize) -> usize {
         crate::skiplist::arena_chunk_bytes(capacity_bytes / 8)
     }
 
     /// [`Memtable::new`], with arena chunks from (and, once dropped, back to) `pool`.
-    pub fn with_pool(
+    pub(crate) fn with_pool(
         wal_segment: u64,
         capacity_bytes: usize,
         base_seq: u64,
@@ -67,23 +67,23 @@ impl Memtable {
     }
 
     /// Records the last sequence number assigned when the memtable is frozen.
-    pub fn seal(&self, last_seq: u64) {
+    pub(crate) fn seal(&self, last_seq: u64) {
         self.sealed_seq.store(last_seq, Ordering::Release);
     }
 
     /// Last sequence number assigned when the memtable was frozen.
-    pub fn sealed_seq(&self) -> u64 {
+    pub(crate) fn sealed_seq(&self) -> u64 {
         self.sealed_seq.load(Ordering::Acquire)
     }
 
     /// Last sequence number assigned before this memtable started.
-    pub fn base_seq(&self) -> u64 {
+    pub(crate) fn base_seq(&self) -> u64 {
         self.base_seq
     }
 
     /// Inserts the entries of one commit. Callers serialize inserts, and keys are unique
     /// within `entries` (see [`crate::batch`]).
-    pub fn apply<'a>(&self, seq: u64, entries: impl IntoIterator<Item = BatchEntry<'a>>) {
+    pub(crate) fn apply<'a>(&self, seq: u64, entries: impl IntoIterator<Item = BatchEntry<'a>>) {
         invariant!(
             seq > self.max_seq() && seq > self.base_seq,
             "commit sequence {seq} is not above the memtable's last {} (base {})",
@@ -101,7 +101,7 @@ impl Memtable {
     }
 
     /// The newest version of `user_key` with a sequence number <= `seq`.
-    pub fn get(&self, user_key: &[u8], seq: u64) -> Option<Found> {
+    pub(crate) fn get(&self, user_key: &[u8], seq: u64) -> Option<Found> {
         let hash = hash_key(user_key);
         if !self.bloom.may_contain(hash) {
             return None;
@@ -115,33 +115,33 @@ impl Memtable {
     }
 
     /// Arena bytes used (the flush trigger compares this with the write buffer size).
-    pub fn memory_bytes(&self) -> usize {
+    pub(crate) fn memory_bytes(&self) -> usize {
         self.list.memory_bytes()
     }
 
     /// Bytes of the memtable's bloom filter and point index.
-    pub fn filter_bytes(&self) -> usize {
+    pub(crate) fn filter_bytes(&self) -> usize {
         self.bloom.memory_bytes() + self.list.index_bytes()
     }
 
     /// Whether there are no entries.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.list.is_empty()
     }
 
     /// First WAL segment of this memtable.
-    pub fn wal_segment(&self) -> u64 {
+    pub(crate) fn wal_segment(&self) -> u64 {
         self.wal_segment
     }
 
     /// Largest sequence number inserted (0 if none).
-    pub fn max_seq(&self) -> u64 {
+    pub(crate) fn max_seq(&self) -> u64 {
         self.max_seq.load(Ordering::Acquire)
     }
 }
 
 /// An iterator over a memtable that keeps it alive.
-pub struct MemtableIter {
+pub(crate) struct MemtableIter {
     // Field order matters: `cursor` borrows from `table` and must drop first.
     cursor: Cursor<'static>,
     _table: Arc<Memtable>,
@@ -153,7 +153,7 @@ impl MemtableIter {
         unsafe_code,
         reason = "a cursor that borrows from the memtable it keeps alive (a self-referential struct)"
     )]
-    pub fn new(table: Arc<Memtable>) -> Self {
+    pub(crate) fn new(table: Arc<Memtable>) -> Self {
         // SAFETY: the cursor borrows the skiplist inside `table`, which this struct keeps
         // alive through its own `Arc` for at least as long as the cursor (the cursor is
         // dropped first, and the `Arc` target never moves). The 'static lifetime never

@@ -14,13 +14,13 @@ const WORDS_PER_BLOCK: usize = 8;
 const PROBES: u32 = 4;
 
 /// The filter.
-pub struct MemtableBloom {
+pub(crate) struct MemtableBloom {
     words: Box<[AtomicU64]>,
     block_count: u64,
 }
 
 /// A 64-bit hash of a key (multiply-rotate over 8-byte words, then a final mix).
-pub fn hash_key(key: &[u8]) -> u64 {
+pub(crate) fn hash_key(key: &[u8]) -> u64 {
     const K: u64 = 0x9E37_79B9_7F4A_7C15;
     let mut h = 0x243F_6A88_85A3_08D3 ^ (key.len() as u64).wrapping_mul(K);
     let mut chunks = key.chunks_exact(8);
@@ -40,7 +40,7 @@ pub fn hash_key(key: &[u8]) -> u64 {
 
 impl MemtableBloom {
     /// A filter of about `bits` bits (at least one block).
-    pub fn new(bits: usize) -> Self {
+    pub(crate) fn new(bits: usize) -> Self {
         let block_count = bits.div_ceil(WORDS_PER_BLOCK * 64).max(1);
         let words = (0..block_count * WORDS_PER_BLOCK).map(|_| AtomicU64::new(0)).collect();
         MemtableBloom { words, block_count: block_count as u64 }
@@ -60,7 +60,7 @@ impl MemtableBloom {
     /// Adds a key hash. Only the memtable's single writer calls this (a concurrent second
     /// writer could lose bits, which would make the filter lie).
     #[allow(clippy::indexing_slicing, reason = "probe indices are in bounds (see `probes`)")]
-    pub fn insert(&self, hash: u64) {
+    pub(crate) fn insert(&self, hash: u64) {
         for (word, mask) in self.probes(hash) {
             let word = &self.words[word];
             let old = word.load(Ordering::Relaxed);
@@ -72,7 +72,7 @@ impl MemtableBloom {
 
     /// Starts loading the block of `hash` into the cache, so that a later `insert` or
     /// `may_contain` of the same hash does not wait for memory.
-    pub fn prefetch(&self, hash: u64) {
+    pub(crate) fn prefetch(&self, hash: u64) {
         let block = ((hash >> 32) % self.block_count) as usize * WORDS_PER_BLOCK;
         if let Some(word) = self.words.get(block) {
             stampkv_sstable::prefetch::prefetch_line(std::ptr::from_ref(word));
@@ -81,12 +81,12 @@ impl MemtableBloom {
 
     /// False means the key was certainly never inserted.
     #[allow(clippy::indexing_slicing, reason = "probe indices are in bounds (see `probes`)")]
-    pub fn may_contain(&self, hash: u64) -> bool {
+    pub(crate) fn may_contain(&self, hash: u64) -> bool {
         self.probes(hash).all(|(word, mask)| self.words[word].load(Ordering::Relaxed) & mask != 0)
     }
 
     /// Bytes of memory used.
-    pub fn memory_bytes(&self) -> usize {
+    pub(crate) fn memory_bytes(&self) -> usize {
         self.words.len() * 8
     }
 }

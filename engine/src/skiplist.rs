@@ -43,7 +43,7 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering as AtomicOr
 use std::sync::Arc;
 
 /// Tallest tower; with branching 4 this indexes ~16 M entries at full speed.
-pub const MAX_HEIGHT: usize = 12;
+pub(crate) const MAX_HEIGHT: usize = 12;
 const BRANCHING: u64 = 4;
 const ALIGN: usize = 8;
 
@@ -285,7 +285,7 @@ struct WriterState {
 }
 
 /// The skiplist. See the module docs for the concurrency contract.
-pub struct SkipList {
+pub(crate) struct SkipList {
     head: *mut NodeHeader,
     max_height: AtomicUsize,
     index: PointIndex,
@@ -306,7 +306,7 @@ impl SkipList {
     /// An empty list whose arena grows in chunks of about `chunk_bytes`, with a point
     /// index of 1024 slots.
     #[cfg(test)]
-    pub fn new(chunk_bytes: usize) -> Self {
+    pub(crate) fn new(chunk_bytes: usize) -> Self {
         Self::with_pool(chunk_bytes, 1024, None)
     }
 
@@ -334,28 +334,28 @@ impl SkipList {
     }
 
     /// Bytes of arena memory used by entries.
-    pub fn memory_bytes(&self) -> usize {
+    pub(crate) fn memory_bytes(&self) -> usize {
         self.memory_bytes.load(AtomicOrdering::Relaxed)
     }
 
     /// Bytes of the point index (allocated when the list is created).
-    pub fn index_bytes(&self) -> usize {
+    pub(crate) fn index_bytes(&self) -> usize {
         self.index.memory_bytes()
     }
 
     /// Whether every key inserted so far is in the point index.
     #[cfg(test)]
-    pub fn index_complete(&self) -> bool {
+    pub(crate) fn index_complete(&self) -> bool {
         self.index.complete.load(AtomicOrdering::Acquire)
     }
 
     /// Number of entries.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.len.load(AtomicOrdering::Relaxed)
     }
 
     /// Whether the list has no entries.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
@@ -399,7 +399,7 @@ impl SkipList {
 
     /// [`SkipList::insert_hashed`] computing the key's hash itself (tests).
     #[cfg(test)]
-    pub fn insert(&self, user_key: &[u8], trailer: u64, value: &[u8]) {
+    pub(crate) fn insert(&self, user_key: &[u8], trailer: u64, value: &[u8]) {
         self.insert_hashed(user_key, hash_key(user_key), trailer, value);
     }
 
@@ -411,7 +411,7 @@ impl SkipList {
     /// # Panics
     /// If the key or the value is longer than `u32::MAX` bytes.
     #[allow(clippy::indexing_slicing, reason = "`level` < `max_height` <= MAX_HEIGHT = `preds.len()`")]
-    pub fn insert_hashed(&self, user_key: &[u8], hash: u64, trailer: u64, value: &[u8]) {
+    pub(crate) fn insert_hashed(&self, user_key: &[u8], hash: u64, trailer: u64, value: &[u8]) {
         assert!(user_key.len() <= u32::MAX as usize && value.len() <= u32::MAX as usize);
         let mut writer = self.writer.lock();
         let mut preds = [self.head; MAX_HEIGHT];
@@ -543,7 +543,7 @@ impl SkipList {
 
     /// A cursor over this list, not yet positioned. It borrows the list, so the list
     /// (and every node the cursor reaches) outlives it.
-    pub fn cursor(&self) -> Cursor<'_> {
+    pub(crate) fn cursor(&self) -> Cursor<'_> {
         Cursor { list: self, node: ptr::null_mut() }
     }
 }
@@ -635,7 +635,7 @@ fn random_height(rng: &mut u64) -> usize {
 }
 
 /// A position in a [`SkipList`]; invalid until positioned.
-pub struct Cursor<'a> {
+pub(crate) struct Cursor<'a> {
     list: &'a SkipList,
     node: *mut NodeHeader,
 }
@@ -646,16 +646,16 @@ unsafe impl Send for Cursor<'_> {}
 
 impl<'a> Cursor<'a> {
     /// Whether the cursor is at an entry.
-    pub fn valid(&self) -> bool {
+    pub(crate) fn valid(&self) -> bool {
         !self.node.is_null()
     }
     /// Moves to the first entry >= (user_key, trailer).
-    pub fn seek(&mut self, user_key: &[u8], trailer: u64) {
+    pub(crate) fn seek(&mut self, user_key: &[u8], trailer: u64) {
         self.node = self.list.find_neighbours(user_key, trailer).1;
     }
     /// [`Cursor::seek_for_get_hashed`] computing the key's hash itself (tests).
     #[cfg(test)]
-    pub fn seek_for_get(&mut self, user_key: &[u8], trailer: u64) {
+    pub(crate) fn seek_for_get(&mut self, user_key: &[u8], trailer: u64) {
         self.seek_for_get_hashed(user_key, hash_key(user_key), trailer);
     }
     /// For a point lookup: moves to the first entry >= (user_key, trailer) if that entry
@@ -663,7 +663,7 @@ impl<'a> Cursor<'a> {
     /// another user key, or off the list. Through the point index when it knows the key
     /// (its newest node, then forward over the versions newer than `trailer`); otherwise
     /// like [`Cursor::seek`].
-    pub fn seek_for_get_hashed(&mut self, user_key: &[u8], hash: u64, trailer: u64) {
+    pub(crate) fn seek_for_get_hashed(&mut self, user_key: &[u8], hash: u64, trailer: u64) {
         let mut node = match self.list.index.find(user_key, hash) {
             Indexed::Newest(node) => node,
             Indexed::Absent => {
@@ -682,7 +682,7 @@ impl<'a> Cursor<'a> {
         self.node = node;
     }
     /// Moves to the last entry <= (user_key, trailer).
-    pub fn seek_for_prev(&mut self, user_key: &[u8], trailer: u64) {
+    pub(crate) fn seek_for_prev(&mut self, user_key: &[u8], trailer: u64) {
         let (before, at_or_after) = self.list.find_neighbours(user_key, trailer);
         let exact = !at_or_after.is_null()
             // SAFETY: a non-null neighbour is a published node of the borrowed list.
@@ -690,12 +690,12 @@ impl<'a> Cursor<'a> {
         self.node = if exact { at_or_after } else { before };
     }
     /// Moves to the first entry.
-    pub fn seek_to_first(&mut self) {
+    pub(crate) fn seek_to_first(&mut self) {
         // SAFETY: the head of the borrowed list has MAX_HEIGHT links.
         self.node = unsafe { link(self.list.head, 0) }.load(AtomicOrdering::Acquire);
     }
     /// Moves to the last entry.
-    pub fn seek_to_last(&mut self) {
+    pub(crate) fn seek_to_last(&mut self) {
         self.node = self.list.find_last();
     }
     /// The current node.
@@ -711,7 +711,7 @@ impl<'a> Cursor<'a> {
     ///
     /// # Panics
     /// If the cursor is not at an entry.
-    pub fn next(&mut self) {
+    pub(crate) fn next(&mut self) {
         // SAFETY: `current` is a published node of the borrowed list, with >= 1 link.
         self.node = unsafe { link(self.current(), 0) }.load(AtomicOrdering::Acquire);
         if !self.node.is_null() {
@@ -725,7 +725,7 @@ impl<'a> Cursor<'a> {
     ///
     /// # Panics
     /// If the cursor is not at an entry.
-    pub fn prev(&mut self) {
+    pub(crate) fn prev(&mut self) {
         let node = self.current();
         // SAFETY: `node` is a published node of the borrowed list.
         self.node = unsafe { (*node).prev.load(AtomicOrdering::Acquire) };
@@ -734,7 +734,7 @@ impl<'a> Cursor<'a> {
     ///
     /// # Panics
     /// If the cursor is not at an entry.
-    pub fn user_key(&self) -> &'a [u8] {
+    pub(crate) fn user_key(&self) -> &'a [u8] {
         // SAFETY: `current` is a published node of the list borrowed for `'a`.
         unsafe { node_key(self.current()) }
     }
@@ -742,7 +742,7 @@ impl<'a> Cursor<'a> {
     ///
     /// # Panics
     /// If the cursor is not at an entry.
-    pub fn trailer(&self) -> u64 {
+    pub(crate) fn trailer(&self) -> u64 {
         // SAFETY: `current` is a published node of the borrowed list.
         unsafe { node_trailer(self.current()) }
     }
@@ -750,7 +750,7 @@ impl<'a> Cursor<'a> {
     ///
     /// # Panics
     /// If the cursor is not at an entry.
-    pub fn value(&self) -> &'a [u8] {
+    pub(crate) fn value(&self) -> &'a [u8] {
         // SAFETY: `current` is a published node of the list borrowed for `'a`.
         unsafe { node_value(self.current()) }
     }

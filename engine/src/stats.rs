@@ -25,11 +25,11 @@ pub(crate) struct Counters {
 }
 
 impl Counters {
-    pub fn add(counter: &AtomicU64, value: u64) {
+    pub(crate) fn add(counter: &AtomicU64, value: u64) {
         counter.fetch_add(value, Ordering::Relaxed);
     }
 
-    pub fn max(counter: &AtomicU64, value: u64) {
+    pub(crate) fn max(counter: &AtomicU64, value: u64) {
         counter.fetch_max(value, Ordering::Relaxed);
     }
 }

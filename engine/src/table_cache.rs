@@ -143,7 +143,7 @@ impl TableCache {
     /// A cache holding at most `capacity` (at least 1; `usize::MAX` for no limit) open
     /// tables of `dir`, whose blocks go through `block_cache` (index and filter blocks too
     /// if `placement` says so).
-    pub fn new(
+    pub(crate) fn new(
         fs: Arc<dyn Fs>,
         dir: &Path,
         block_cache: Arc<BlockCache>,
@@ -177,7 +177,7 @@ impl TableCache {
     /// index and filter: with index and filter blocks in the block cache, a reopen reads
     /// only footer, metaindex and properties, and leaves the index and filter to be read
     /// (checksum verified) when a lookup needs them, if the block cache no longer has them.
-    pub fn get(&self, number: u64) -> Result<Arc<Table>> {
+    pub(crate) fn get(&self, number: u64) -> Result<Arc<Table>> {
         if let Some(table) = self.shard(number).lock().lookup(number) {
             return Ok(table);
         }
@@ -190,7 +190,7 @@ impl TableCache {
 
     /// Opens table `number` (verifying its footer, index, filter and properties) unless
     /// the cache holds it open, and caches it.
-    pub fn open_verified(&self, number: u64) -> Result<Arc<Table>> {
+    pub(crate) fn open_verified(&self, number: u64) -> Result<Arc<Table>> {
         if let Some(table) = self.shard(number).lock().lookup(number) {
             return Ok(table);
         }
@@ -205,13 +205,13 @@ impl TableCache {
 
     /// Opens table `number` from an open file (verifying its footer, index, filter and
     /// properties) and caches it.
-    pub fn open_file(&self, number: u64, file: Arc<dyn FsFile>) -> Result<Arc<Table>> {
+    pub(crate) fn open_file(&self, number: u64, file: Arc<dyn FsFile>) -> Result<Arc<Table>> {
         self.open_with(number, file, self.placement)
     }
 
     /// [`TableCache::open_file`] with the index and filter kept as `placement` says,
     /// whatever the cache's own placement. A reopen after eviction uses the cache's.
-    pub fn open_with(
+    pub(crate) fn open_with(
         &self,
         number: u64,
         file: Arc<dyn FsFile>,
@@ -227,13 +227,13 @@ impl TableCache {
     }
 
     /// Drops the cache's reference to table `number` (its file is no longer live).
-    pub fn evict(&self, number: u64) {
+    pub(crate) fn evict(&self, number: u64) {
         let evicted = self.shard(number).lock().remove(number);
         drop(evicted);
     }
 
     /// What the cache holds now.
-    pub fn stats(&self) -> TableCacheStats {
+    pub(crate) fn stats(&self) -> TableCacheStats {
         let mut stats = TableCacheStats::default();
         for shard in self.shards.iter() {
             let shard = shard.lock();

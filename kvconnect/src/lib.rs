@@ -17,6 +17,7 @@
 //! ```
 
 #![forbid(unsafe_code)]
+#![warn(unreachable_pub)]
 
 pub mod frame;
 #[cfg(feature = "http")]

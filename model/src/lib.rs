@@ -17,6 +17,7 @@
 //! ```
 
 #![forbid(unsafe_code)]
+#![warn(unreachable_pub)]
 
 mod bigint;
 mod entry;

@@ -18,6 +18,7 @@
 //! to listen to a queue, so a message could never be delivered to a remote client.
 
 #![forbid(unsafe_code)]
+#![warn(unreachable_pub)]
 
 mod config;
 mod errors;

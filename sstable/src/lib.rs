@@ -77,6 +77,7 @@
 //! ```
 
 #![deny(unsafe_code)]
+#![warn(unreachable_pub)]
 
 mod block;
 mod block_builder;

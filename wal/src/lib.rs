@@ -82,6 +82,7 @@
 //! offset): it lets recovery tell a torn tail from corruption.
 
 #![forbid(unsafe_code)]
+#![warn(unreachable_pub)]
 
 mod crc;
 mod error;

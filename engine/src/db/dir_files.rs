@@ -27,7 +27,7 @@ pub(crate) struct Inventory {
 impl Inventory {
     /// Lists `dir`. A directory that does not exist, or holds no database file at all, is
     /// [`Error::InvalidArgument`] with a message saying so.
-    pub fn read(fs: &dyn Fs, dir: &Path) -> Result<Inventory> {
+    pub(super) fn read(fs: &dyn Fs, dir: &Path) -> Result<Inventory> {
         let shown = dir.display();
         let names = fs.list(dir).map_err(|e| match e.kind() {
             io::ErrorKind::NotFound => Error::InvalidArgument(format!("{shown} does not exist")),
@@ -56,7 +56,7 @@ impl Inventory {
     }
 
     /// The highest file number in use.
-    pub fn highest_number(&self) -> u64 {
+    pub(super) fn highest_number(&self) -> u64 {
         [&self.tables, &self.logs, &self.manifests, &self.temps]
             .iter()
             .filter_map(|set| set.last().copied())

@@ -33,7 +33,13 @@ pub(crate) struct TableOutput {
 
 impl TableOutput {
     /// Adds an entry according to a GC decision (dropped entries are not passed here).
-    pub fn add(&mut self, user_key: &[u8], trailer: u64, value: &[u8], decision: Decision) -> Result<()> {
+    pub(crate) fn add(
+        &mut self,
+        user_key: &[u8],
+        trailer: u64,
+        value: &[u8],
+        decision: Decision,
+    ) -> Result<()> {
         match decision {
             Decision::Keep => {
                 if key::trailer_kind(trailer) == EntryKind::PutExpiring as u8 {
@@ -57,17 +63,17 @@ impl TableOutput {
     }
 
     /// Bytes written so far.
-    pub fn size(&self) -> u64 {
+    pub(crate) fn size(&self) -> u64 {
         self.builder.estimated_size()
     }
 
     /// Whether nothing was added.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.builder.entry_count() == 0
     }
 
     /// The last user key added.
-    pub fn last_key(&self) -> &[u8] {
+    pub(crate) fn last_key(&self) -> &[u8] {
         &self.last_key
     }
 }
@@ -91,7 +97,7 @@ impl TableEnv {
     /// (see [`crate::Options::compression_per_level`]), with a block cache of
     /// `block_cache_bytes` and at most `max_open_files` tables open (their index and filter
     /// blocks in that cache if `cache_index_and_filter_blocks`).
-    pub fn new(
+    pub(crate) fn new(
         fs: Arc<dyn Fs>,
         dir: &std::path::Path,
         options: TableOptions,
@@ -121,7 +127,7 @@ impl TableEnv {
 
     /// Creates table file `number`, to go into `level`, and a builder writing to it
     /// (compressing as that level is configured to).
-    pub fn start(&self, number: u64, level: usize) -> Result<TableOutput> {
+    pub(crate) fn start(&self, number: u64, level: usize) -> Result<TableOutput> {
         let path = filename::table_path(&self.dir, number);
         let file = self.fs.create(&path).map_err(|e| Error::io(format!("creating {}", path.display()), e))?;
         let compression = compression_for_level(&self.options, &self.compression_per_level, level);
@@ -132,7 +138,7 @@ impl TableEnv {
 
     /// Finishes and syncs a table and opens it; `None` (and no file) if it is empty. The
     /// caller syncs the directory before recording the file in the manifest.
-    pub fn finish(&self, output: TableOutput) -> Result<Option<Arc<TableFile>>> {
+    pub(crate) fn finish(&self, output: TableOutput) -> Result<Option<Arc<TableFile>>> {
         let path = filename::table_path(&self.dir, output.number);
         let name = path.display().to_string();
         if output.is_empty() {
@@ -160,7 +166,7 @@ impl TableEnv {
 
     /// Opens a table the manifest lists (verifying it; the table cache keeps it open
     /// while it has room).
-    pub fn open_existing(&self, desc: FileDesc) -> Result<Arc<TableFile>> {
+    pub(crate) fn open_existing(&self, desc: FileDesc) -> Result<Arc<TableFile>> {
         let table = self.table_cache.open_verified(desc.number)?;
         Ok(self.live_file(desc, &table))
     }
@@ -197,13 +203,13 @@ impl TableEnv {
     }
 
     /// Makes newly created files' directory entries durable.
-    pub fn sync_dir(&self) -> Result<()> {
+    pub(crate) fn sync_dir(&self) -> Result<()> {
         self.fs.sync_dir(&self.dir).map_err(|e| Error::io("syncing the database directory", e))
     }
 
     /// Writes a memtable's entries to level-0 table `number`, dropping versions no reader
     /// can see.
-    pub fn write_memtable(
+    pub(crate) fn write_memtable(
         &self,
         mem: &Arc<Memtable>,
         point: GcPoint,
@@ -214,7 +220,7 @@ impl TableEnv {
 
     /// Writes the entries of several memtables, merged, to level-0 table `number`,
     /// dropping versions no reader can see.
-    pub fn write_memtables(
+    pub(crate) fn write_memtables(
         &self,
         mems: &[Arc<Memtable>],
         point: GcPoint,

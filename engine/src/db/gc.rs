@@ -39,13 +39,13 @@ pub(crate) struct GcFilter {
 }
 
 impl GcFilter {
-    pub fn new(point: GcPoint) -> Self {
+    pub(super) fn new(point: GcPoint) -> Self {
         GcFilter { point, current_key: Vec::new(), has_current: false, last_seq_for_key: u64::MAX }
     }
 
     /// Decides for the next entry. `is_base_level` answers whether no deeper level can hold
     /// the key; it is only asked about droppable tombstones.
-    pub fn decide(
+    pub(super) fn decide(
         &mut self,
         user_key: &[u8],
         trailer: u64,

@@ -34,7 +34,7 @@ pub(crate) struct LevelTargets {
 
 impl LevelTargets {
     /// The targets `options` gives `version`.
-    pub fn of(options: &Options, version: &Version) -> Self {
+    pub(super) fn of(options: &Options, version: &Version) -> Self {
         if options.dynamic_level_bytes {
             let largest = (1..NUM_LEVELS).map(|l| version.level_bytes(l)).max().unwrap_or(0);
             Self::dynamic(largest, options.level1_target_bytes, options.level_size_ratio)
@@ -44,7 +44,7 @@ impl LevelTargets {
     }
 
     /// Static targets: `base` × `ratio`^(L-1) for level L >= 1.
-    pub fn fixed(base: u64, ratio: u64) -> Self {
+    pub(super) fn fixed(base: u64, ratio: u64) -> Self {
         let mut bytes = [0; NUM_LEVELS];
         let mut target = base;
         for slot in bytes.iter_mut().skip(1) {
@@ -55,7 +55,7 @@ impl LevelTargets {
     }
 
     /// Dynamic targets for a largest level of `largest` bytes (see the module docs).
-    pub fn dynamic(largest: u64, base: u64, ratio: u64) -> Self {
+    pub(super) fn dynamic(largest: u64, base: u64, ratio: u64) -> Self {
         let ratio = ratio.max(2);
         let mut base_level = LAST_LEVEL;
         let mut share = largest;
@@ -73,13 +73,13 @@ impl LevelTargets {
     }
 
     /// The target of `level` (0 if it has none).
-    pub fn target(&self, level: usize) -> u64 {
+    pub(super) fn target(&self, level: usize) -> u64 {
         self.bytes.get(level).copied().unwrap_or(0)
     }
 
     /// How urgently `level` (1 to 5) needs compacting; >= 1 means it must be. A non-empty
     /// level above the base level scores 1, so it drains once nothing more urgent waits.
-    pub fn score(&self, level: usize, level_bytes: u64) -> f64 {
+    pub(super) fn score(&self, level: usize, level_bytes: u64) -> f64 {
         if level < self.base_level {
             return if level_bytes > 0 { 1.0 } else { 0.0 };
         }
@@ -89,7 +89,7 @@ impl LevelTargets {
     /// The level that `level` compacts into: the next one from the base level down; from
     /// above the base level, the first non-empty level on the way to the base level (the
     /// empty levels in between are skipped, which keeps newer data above older data).
-    pub fn output_level(&self, version: &Version, level: usize) -> usize {
+    pub(super) fn output_level(&self, version: &Version, level: usize) -> usize {
         if level >= self.base_level {
             return level + 1;
         }

@@ -375,19 +375,19 @@ impl Drop for Db {
 impl DbInner {
     /// The sequence number and read state a new read uses, taken atomically with respect
     /// to memtable switches and version installs.
-    pub fn read_view(&self) -> (u64, Arc<ReadState>) {
+    pub(crate) fn read_view(&self) -> (u64, Arc<ReadState>) {
         let state = self.read_state.read();
         let seq = self.visible_seq.load(Ordering::Acquire);
         (seq, state.clone())
     }
 
     /// Whether a failure has stopped writes.
-    pub fn is_poisoned(&self) -> bool {
+    pub(crate) fn is_poisoned(&self) -> bool {
         self.poisoned.load(Ordering::Acquire)
     }
 
     /// Records the first failure; from now on writes fail. Returns the error to report.
-    pub fn poison(&self, error: Error) -> Error {
+    pub(crate) fn poison(&self, error: Error) -> Error {
         let mut reason = self.poison_reason.lock();
         if reason.is_none() {
             *reason = Some(match &error {
@@ -404,7 +404,7 @@ impl DbInner {
     }
 
     /// The error a write gets once the database is poisoned or closed.
-    pub fn check_writable(&self, commit: &CommitState) -> Result<()> {
+    pub(crate) fn check_writable(&self, commit: &CommitState) -> Result<()> {
         if commit.closed {
             return Err(Error::Closed);
         }
@@ -415,17 +415,17 @@ impl DbInner {
     }
 
     /// [`Error::Poisoned`] with the first failure, if the database is poisoned.
-    pub fn poison_error(&self) -> Option<Error> {
+    pub(crate) fn poison_error(&self) -> Option<Error> {
         self.is_poisoned()
             .then(|| Error::Poisoned { reason: self.poison_reason.lock().clone().unwrap_or_default() })
     }
 
-    pub fn threads_mode(&self) -> bool {
+    pub(crate) fn threads_mode(&self) -> bool {
         self.options.background == BackgroundMode::Threads
     }
 
     /// Wakes writers waiting for room. Takes the commit lock so a waiter cannot miss it.
-    pub fn notify_room(&self) {
+    pub(crate) fn notify_room(&self) {
         if self.threads_mode() {
             drop(self.commit.lock());
             self.room_cv.notify_all();
@@ -434,7 +434,7 @@ impl DbInner {
 
     /// Hands freed heap memory back to the OS if the option is on and a trim is due, and
     /// memtable chunks pooled but unused for a while.
-    pub fn trim_heap_if_due(&self) {
+    pub(crate) fn trim_heap_if_due(&self) {
         if self.options.release_freed_memory {
             let (_, misses) = self.block_cache.hit_stats();
             let churn =
@@ -444,17 +444,17 @@ impl DbInner {
         self.chunk_pool.release_if_idle(crate::chunk_pool::IDLE_RELEASE);
     }
 
-    pub fn request_flush(&self) {
+    pub(crate) fn request_flush(&self) {
         self.work.lock().flush_pending = true;
         self.work_cv.notify_all();
     }
 
-    pub fn request_compaction(&self) {
+    pub(crate) fn request_compaction(&self) {
         self.work.lock().compaction_pending = true;
         self.work_cv.notify_all();
     }
 
-    pub fn shutting_down(&self) -> bool {
+    pub(crate) fn shutting_down(&self) -> bool {
         self.work.lock().shutdown
     }
 

@@ -204,7 +204,7 @@ pub(super) struct LogReplay {
 
 impl LogReplay {
     /// A replay onto a state whose last commit is `last_seq`.
-    pub fn new(options: &Options, last_seq: u64) -> Self {
+    pub(super) fn new(options: &Options, last_seq: u64) -> Self {
         let capacity = options.write_buffer_size.saturating_mul(options.memtables_per_flush);
         LogReplay {
             capacity,
@@ -217,7 +217,7 @@ impl LogReplay {
     /// Replays the segments among `names` (the directory's files) numbered `log_number` or
     /// above, handing each memtable that fills to `full`. A damaged segment is handled as
     /// `mode` says; replay stops after a segment whose damage ends the log.
-    pub fn segments(
+    pub(super) fn segments(
         &mut self,
         fs: &dyn Fs,
         dir: &Path,
@@ -280,7 +280,7 @@ impl LogReplay {
 
     /// The last memtable (sealed; possibly empty), the last commit's sequence number, and
     /// what the replay found.
-    pub fn finish(self) -> (Arc<Memtable>, u64, RecoveryReport) {
+    pub(super) fn finish(self) -> (Arc<Memtable>, u64, RecoveryReport) {
         self.mem.seal(self.last_seq);
         (self.mem, self.last_seq, self.report)
     }

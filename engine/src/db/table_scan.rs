@@ -43,7 +43,7 @@ pub(crate) struct Span {
 
 impl Span {
     /// The offset just past the block's trailer.
-    pub fn end(&self) -> u64 {
+    pub(super) fn end(&self) -> u64 {
         self.offset.saturating_add(self.size).saturating_add(TRAILER)
     }
 }
@@ -71,7 +71,7 @@ pub(crate) struct TableScan {
 
 impl TableScan {
     /// Whether every check passed.
-    pub fn is_clean(&self) -> bool {
+    pub(super) fn is_clean(&self) -> bool {
         self.problems.is_empty() && self.unlocated.is_none() && self.blocks.iter().all(|(_, r)| r.is_ok())
     }
 }

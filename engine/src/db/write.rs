@@ -73,11 +73,11 @@ impl Drop for ForcedFlush<'_> {
 }
 
 /// Largest encoded batch accepted (the WAL's record limit is larger).
-pub const MAX_BATCH_BYTES: usize = 128 << 20;
+pub(super) const MAX_BATCH_BYTES: usize = 128 << 20;
 
 impl DbInner {
     /// Commits the batch `build` returns; see the module docs.
-    pub fn commit<T, E: From<Error>>(
+    pub(crate) fn commit<T, E: From<Error>>(
         &self,
         options: WriteOptions,
         build: impl FnOnce(&LatestView<'_>) -> Result<(WriteBatch, T), E>,

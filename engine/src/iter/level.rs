@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 /// Concatenation of a sorted level's files, opening each file's iterator on demand. Only
 /// the current file's table is held (open) at a time.
-pub struct LevelIter {
+pub(crate) struct LevelIter {
     files: Vec<Arc<TableFile>>,
     index: usize,
     current: Option<TableSource>,
@@ -19,13 +19,13 @@ pub struct LevelIter {
 
 impl LevelIter {
     /// Iterates `files`, which must be sorted and disjoint.
-    pub fn new(files: Vec<Arc<TableFile>>) -> Self {
+    pub(crate) fn new(files: Vec<Arc<TableFile>>) -> Self {
         LevelIter { files, index: 0, current: None, fill_cache: true }
     }
 
     /// Like [`LevelIter::new`], for one pass (a compaction): blocks read from the files
     /// are not added to the block cache, so that the pass does not evict what readers use.
-    pub fn without_caching(files: Vec<Arc<TableFile>>) -> Self {
+    pub(crate) fn without_caching(files: Vec<Arc<TableFile>>) -> Self {
         LevelIter { fill_cache: false, ..LevelIter::new(files) }
     }
 

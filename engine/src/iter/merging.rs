@@ -35,7 +35,7 @@ enum Direction {
 }
 
 /// Bytes of a key a [`KeyHead`] holds.
-pub const HEAD_BYTES: usize = 16;
+pub(crate) const HEAD_BYTES: usize = 16;
 
 /// What the merge knows of a child's current entry without asking the child.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -126,7 +126,7 @@ impl KeyHead {
 /// The first 16 bytes of `user_key`, big-endian, zero-padded: what a [`KeyHead`] holds of
 /// it, and what [`MergingIter::current_user_key_is`] takes.
 #[inline]
-pub fn head_prefix(user_key: &[u8]) -> u128 {
+pub(crate) fn head_prefix(user_key: &[u8]) -> u128 {
     if let Some(head) = user_key.first_chunk::<HEAD_BYTES>() {
         return u128::from_be_bytes(*head); // no variable-length copy (a `memcpy` call)
     }
@@ -137,7 +137,7 @@ pub fn head_prefix(user_key: &[u8]) -> u128 {
 }
 
 /// The merge of its children, in internal-key order.
-pub struct MergingIter {
+pub(crate) struct MergingIter {
     children: Vec<Box<dyn InternalIterator>>,
     /// One per child: what the merge knows of its current entry.
     heads: Vec<KeyHead>,
@@ -152,7 +152,7 @@ pub struct MergingIter {
 
 impl MergingIter {
     /// Merges `children`.
-    pub fn new(children: Vec<Box<dyn InternalIterator>>) -> Self {
+    pub(crate) fn new(children: Vec<Box<dyn InternalIterator>>) -> Self {
         MergingIter {
             heads: vec![KeyHead::invalid(Direction::Forward); children.len()],
             children,
@@ -313,7 +313,7 @@ impl MergingIter {
     /// `prefix == head_prefix(user_key)`). Answered from the current child's head, without
     /// calling the child, unless both keys are longer than the head and agree on it.
     #[inline]
-    pub fn current_user_key_is(&self, user_key: &[u8], prefix: u128) -> bool {
+    pub(crate) fn current_user_key_is(&self, user_key: &[u8], prefix: u128) -> bool {
         debug_assert_eq!(prefix, head_prefix(user_key), "prefix of another key");
         let Some(current) = self.current else {
             return false;
@@ -330,7 +330,7 @@ impl MergingIter {
     /// `u32::MAX`), and the trailer;
     /// `None` when the merge is exhausted.
     #[inline]
-    pub fn current_head(&self) -> Option<(u128, usize, u64)> {
+    pub(crate) fn current_head(&self) -> Option<(u128, usize, u64)> {
         let head = &self.heads[self.current?];
         Some((head.prefix(), head.len as usize, head.trailer))
     }

@@ -7,15 +7,15 @@ mod level;
 mod merging;
 mod table;
 
-pub use level::LevelIter;
-pub use merging::{head_prefix, MergingIter, HEAD_BYTES};
-pub use table::TableSource;
+pub(crate) use level::LevelIter;
+pub(crate) use merging::{head_prefix, MergingIter, HEAD_BYTES};
+pub(crate) use table::TableSource;
 
 use crate::Result;
 
 /// A cursor over internal keys in internal-key order (user key ascending, trailer
 /// descending). Errors (corrupt blocks, I/O) are returned by the moving call.
-pub trait InternalIterator: Send {
+pub(crate) trait InternalIterator: Send {
     /// Whether the cursor is at an entry.
     fn valid(&self) -> bool;
     /// Moves to the first entry >= (user_key, trailer).

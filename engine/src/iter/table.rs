@@ -5,7 +5,7 @@ use crate::Result;
 use stampkv_sstable::TableIter;
 
 /// Adapts a table iterator to [`InternalIterator`].
-pub struct TableSource(pub TableIter);
+pub(crate) struct TableSource(pub TableIter);
 
 impl InternalIterator for TableSource {
     fn valid(&self) -> bool {

@@ -18,7 +18,7 @@ use super::{FileDesc, NUM_LEVELS};
 use stampkv_coding::{put_length_prefixed, put_varint64, Reader};
 
 /// The manifest format this code writes and reads.
-pub const MANIFEST_FORMAT_VERSION: u64 = 1;
+pub(super) const MANIFEST_FORMAT_VERSION: u64 = 1;
 
 const TAG_LOG_NUMBER: u64 = 1;
 const TAG_NEXT_FILE: u64 = 2;
@@ -29,7 +29,7 @@ const TAG_FORMAT: u64 = 6;
 
 /// A change to the live file set and counters, applied atomically.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct VersionEdit {
+pub(crate) struct VersionEdit {
     /// Format version (set on the first record of a manifest).
     pub format_version: Option<u64>,
     /// New log number.
@@ -46,7 +46,7 @@ pub struct VersionEdit {
 
 impl VersionEdit {
     /// Encodes the edit.
-    pub fn encode(&self) -> Vec<u8> {
+    pub(crate) fn encode(&self) -> Vec<u8> {
         let mut out = Vec::new();
         let counters = [
             (TAG_FORMAT, self.format_version),
@@ -80,7 +80,7 @@ impl VersionEdit {
     }
 
     /// Decodes an edit; the error says what was malformed.
-    pub fn decode(data: &[u8]) -> Result<VersionEdit, &'static str> {
+    pub(crate) fn decode(data: &[u8]) -> Result<VersionEdit, &'static str> {
         let mut reader = Reader::new(data);
         let mut edit = VersionEdit::default();
         while !reader.is_empty() {

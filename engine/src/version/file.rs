@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 /// What the manifest records about a table file.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FileDesc {
+pub(crate) struct FileDesc {
     /// File number (the file is `{number:06}.sst`).
     pub number: u64,
     /// Size in bytes.
@@ -30,7 +30,7 @@ pub struct FileDesc {
 
 impl FileDesc {
     /// Whether `user_key` lies within the file's key range.
-    pub fn contains_user_key(&self, user_key: &[u8]) -> bool {
+    pub(crate) fn contains_user_key(&self, user_key: &[u8]) -> bool {
         self.smallest_key.as_slice() <= user_key && user_key <= self.largest_key.as_slice()
     }
 }
@@ -39,7 +39,7 @@ impl FileDesc {
 /// while no reader uses it and opens it again on demand. When a compaction replaces the
 /// file, it is marked obsolete and removed once the last version (or iterator) holding it
 /// lets go.
-pub struct TableFile {
+pub(crate) struct TableFile {
     /// The persisted description.
     pub desc: FileDesc,
     cache: Arc<TableCache>,
@@ -56,7 +56,7 @@ pub struct TableFile {
 }
 
 /// Name of the table property holding the earliest expiry time (u64 LE, milliseconds).
-pub const EARLIEST_EXPIRY_PROPERTY: &str = "stampkv.earliest-expiry-ms";
+pub(crate) const EARLIEST_EXPIRY_PROPERTY: &str = "stampkv.earliest-expiry-ms";
 
 impl TableFile {
     /// A live file whose table `table` was just opened through `cache`.
@@ -87,20 +87,20 @@ impl TableFile {
 
     /// The file's size had its data blocks been stored uncompressed (known without
     /// opening the table again).
-    pub fn uncompressed_size(&self) -> u64 {
+    pub(crate) fn uncompressed_size(&self) -> u64 {
         self.uncompressed_size
     }
 
     /// The open table, from the table cache or opened now (reading and verifying its
     /// footer, index and filter). Hold it only while using it.
     #[inline]
-    pub fn table(&self) -> Result<Arc<Table>> {
+    pub(crate) fn table(&self) -> Result<Arc<Table>> {
         self.cache.get(self.desc.number)
     }
 
     /// The earliest expiry time of an expiring value in the table, if any: once it has
     /// passed, compacting the table reclaims space.
-    pub fn earliest_expiry_ms(&self) -> Option<u64> {
+    pub(crate) fn earliest_expiry_ms(&self) -> Option<u64> {
         self.earliest_expiry_ms
     }
 

@@ -4,8 +4,8 @@ mod edit;
 mod file;
 pub(crate) mod set;
 
-pub use edit::VersionEdit;
-pub use file::{FileDesc, TableFile, EARLIEST_EXPIRY_PROPERTY};
+pub(crate) use edit::VersionEdit;
+pub(crate) use file::{FileDesc, TableFile, EARLIEST_EXPIRY_PROPERTY};
 pub(crate) use set::{read_current, recover_manifest, VersionSet};
 
 use crate::iter::{InternalIterator, LevelIter};
@@ -14,13 +14,13 @@ use crate::Result;
 use std::sync::Arc;
 
 /// Number of levels (level 0 plus six sorted levels).
-pub const NUM_LEVELS: usize = 7;
+pub(crate) const NUM_LEVELS: usize = 7;
 
 /// An immutable snapshot of the table files. Level 0 is ordered newest first (files may
 /// overlap); deeper levels are ordered by key and their files' user-key ranges are disjoint
 /// (a user key's versions never span two files of one level).
 #[derive(Clone, Default)]
-pub struct Version {
+pub(crate) struct Version {
     levels: [Vec<Arc<TableFile>>; NUM_LEVELS],
 }
 
@@ -38,22 +38,22 @@ impl Version {
     }
 
     /// Files of `level` (none if `level >= NUM_LEVELS`).
-    pub fn files(&self, level: usize) -> &[Arc<TableFile>] {
+    pub(crate) fn files(&self, level: usize) -> &[Arc<TableFile>] {
         self.levels.get(level).map_or(&[], Vec::as_slice)
     }
 
     /// Total bytes of the files of `level`.
-    pub fn level_bytes(&self, level: usize) -> u64 {
+    pub(crate) fn level_bytes(&self, level: usize) -> u64 {
         self.files(level).iter().map(|f| f.desc.size).sum()
     }
 
     /// Total bytes of all files.
-    pub fn total_bytes(&self) -> u64 {
+    pub(crate) fn total_bytes(&self) -> u64 {
         (0..NUM_LEVELS).map(|l| self.level_bytes(l)).sum()
     }
 
     /// All files with their level.
-    pub fn all_files(&self) -> impl Iterator<Item = (usize, &Arc<TableFile>)> {
+    pub(crate) fn all_files(&self) -> impl Iterator<Item = (usize, &Arc<TableFile>)> {
         self.levels.iter().enumerate().flat_map(|(l, files)| files.iter().map(move |f| (l, f)))
     }
 
@@ -77,7 +77,7 @@ impl Version {
 
     /// The newest version of `user_key` with sequence <= `seq` in the tables, as
     /// (trailer, stored value).
-    pub fn get(&self, user_key: &[u8], seq: u64) -> Result<Option<(u64, Vec<u8>)>> {
+    pub(crate) fn get(&self, user_key: &[u8], seq: u64) -> Result<Option<(u64, Vec<u8>)>> {
         let target = key::seek_trailer(seq);
         for file in &self.levels[0] {
             if file.desc.contains_user_key(user_key) {
@@ -100,7 +100,7 @@ impl Version {
     }
 
     /// Files of `level` whose user-key range meets [lo, hi] (inclusive).
-    pub fn overlapping(&self, level: usize, lo: &[u8], hi: &[u8]) -> Vec<Arc<TableFile>> {
+    pub(crate) fn overlapping(&self, level: usize, lo: &[u8], hi: &[u8]) -> Vec<Arc<TableFile>> {
         self.files(level)
             .iter()
             .filter(|f| f.desc.smallest_key.as_slice() <= hi && f.desc.largest_key.as_slice() >= lo)
@@ -110,7 +110,7 @@ impl Version {
 
     /// Internal iterators over every table: one per level-0 file, one per deeper level.
     /// Each opens its current table when positioned and holds only that one.
-    pub fn iterators(&self, out: &mut Vec<Box<dyn InternalIterator>>) {
+    pub(crate) fn iterators(&self, out: &mut Vec<Box<dyn InternalIterator>>) {
         for file in &self.levels[0] {
             out.push(Box::new(LevelIter::new(vec![file.clone()])));
         }

@@ -107,7 +107,7 @@ pub(crate) struct VersionSet {
 impl VersionSet {
     /// Writes a new manifest holding `version` and the counters, and points `CURRENT` at it.
     #[allow(clippy::too_many_arguments)]
-    pub fn create(
+    pub(crate) fn create(
         fs: Arc<dyn Fs>,
         dir: &Path,
         next_file: &AtomicU64,
@@ -132,14 +132,14 @@ impl VersionSet {
     }
 
     /// The live manifest's number.
-    pub fn manifest_number(&self) -> u64 {
+    pub(crate) fn manifest_number(&self) -> u64 {
         self.manifest_number
     }
 
     /// Makes `edit` durable in the manifest and installs the version it produces. `added`
     /// holds an open handle for every file the edit adds. On error nothing is installed,
     /// and the caller must stop writing (the manifest may hold a torn record).
-    pub fn log_and_apply(
+    pub(crate) fn log_and_apply(
         &mut self,
         mut edit: VersionEdit,
         added: &[Arc<TableFile>],
