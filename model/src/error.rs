@@ -257,6 +257,11 @@ pub enum StorageErrorKind {
     Unavailable,
     /// The database is open read-only and the operation would write.
     ReadOnly,
+    /// The store's storage quota is used up: writes fail until space is freed, reads work.
+    QuotaExceeded,
+    /// A commit was sent but whether it was applied could not be learned in time (a
+    /// networked store that lost its cluster). Retrying it may apply it twice.
+    OutcomeUnknown,
     /// Anything else.
     Other,
 }

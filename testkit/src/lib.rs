@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 mod data;
+pub mod etcd;
 pub mod process;
 mod rng;
 

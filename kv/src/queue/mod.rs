@@ -329,7 +329,13 @@ impl<S: Store> Worker<S> {
                 let mut record = MessageRecord::decode(&entry.value).map_err(Abort::Failed)?;
                 if record.backoff_ms.is_empty() {
                     let stored = record.payload.encode_stored();
-                    let fit = dead_letters_fitting(&record.keys_if_undelivered, stored.len());
+                    let fit = dead_letters_fitting(
+                        &record.keys_if_undelivered,
+                        stored.len(),
+                        self.core.store.max_commit_bytes().min(DEAD_LETTER_COMMIT_BYTES),
+                        // One write of the commit removes or rewrites the message.
+                        self.core.store.max_commit_writes().saturating_sub(1),
+                    );
                     let rest = record.keys_if_undelivered.split_off(fit);
                     for target in &record.keys_if_undelivered {
                         view.put(target, &stored, None);
@@ -368,15 +374,16 @@ impl<S: Store> Worker<S> {
 /// that one commit could not hold are split.
 pub(crate) const DEAD_LETTER_COMMIT_BYTES: usize = 64 << 20;
 
-/// How many of `keys` (at least one) fit one dead-letter commit with a stored value of
-/// `value_len` bytes each.
-fn dead_letters_fitting(keys: &[Vec<u8>], value_len: usize) -> usize {
+/// How many of `keys` (at least one) fit one dead-letter commit of at most `max_bytes`
+/// and `max_writes` writes, with a stored value of `value_len` bytes each.
+fn dead_letters_fitting(keys: &[Vec<u8>], value_len: usize, max_bytes: usize, max_writes: usize) -> usize {
     let mut bytes = 0usize;
     let fitting = keys
         .iter()
+        .take(max_writes)
         .take_while(|key| {
             bytes = bytes.saturating_add(key.len() + value_len);
-            bytes <= DEAD_LETTER_COMMIT_BYTES
+            bytes <= max_bytes
         })
         .count();
     fitting.max(1).min(keys.len())

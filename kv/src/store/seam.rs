@@ -134,4 +134,16 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     fn subscribe_foreign_commits(&self, sink: ForeignCommitSink) {
         let _ = sink;
     }
+
+    /// The most bytes of keys and values one commit should carry; the layer above splits
+    /// work it may split (dead letters) to stay under it. Default: 64 MiB.
+    fn max_commit_bytes(&self) -> usize {
+        64 << 20
+    }
+
+    /// The most writes one commit may carry (a networked store's per-transaction operation
+    /// limit); the layer above splits what it may split. Default: no limit.
+    fn max_commit_writes(&self) -> usize {
+        usize::MAX
+    }
 }
