@@ -356,7 +356,7 @@ impl EtcdStore {
     ) -> Result<Settled, Abort> {
         let shared = &self.shared;
         shared.metrics.unknown_outcomes.add(1);
-        tracing_warn(&format!("etcd: commit outcome unknown ({first}); settling it"));
+        tracing::warn!(error = %first, "etcd: commit outcome unknown; settling it");
         let deadline = Instant::now() + shared.options.settle_timeout;
         let mut pause = Duration::from_millis(20);
         let seq = shared.layout.seq();
@@ -547,10 +547,6 @@ fn random_uuid() -> String {
         (random_u128() & !(0xF000u128 << 64) | (0x4000u128 << 64)) & !(0xC000u128 << 48) | (0x8000u128 << 48);
     let h = format!("{n:032x}");
     format!("{}-{}-{}-{}-{}", &h[..8], &h[8..12], &h[12..16], &h[16..20], &h[20..])
-}
-
-fn tracing_warn(message: &str) {
-    eprintln!("{message}");
 }
 
 /// One write of a commit: a value (with its expiry) or, with `None`, a deletion.
