@@ -13,6 +13,11 @@ impl Counter {
         self.0.fetch_add(n, Ordering::Relaxed);
     }
 
+    /// Raises the counter to `n` if it is lower (a high-water mark).
+    pub(crate) fn raise_to(&self, n: u64) {
+        self.0.fetch_max(n, Ordering::Relaxed);
+    }
+
     fn get(&self) -> u64 {
         self.0.load(Ordering::Relaxed)
     }
@@ -40,6 +45,8 @@ impl Latency {
 #[derive(Debug, Default)]
 pub(crate) struct EtcdMetrics {
     pub(crate) commits: Counter,
+    pub(crate) batches: Counter,
+    pub(crate) largest_batch: Counter,
     pub(crate) conflicts: Counter,
     pub(crate) retries: Counter,
     pub(crate) unknown_outcomes: Counter,
@@ -53,6 +60,8 @@ impl EtcdMetrics {
     pub(crate) fn stats(&self) -> EtcdStats {
         EtcdStats {
             commits: self.commits.get(),
+            batches: self.batches.get(),
+            largest_batch: self.largest_batch.get(),
             conflicts: self.conflicts.get(),
             retries: self.retries.get(),
             unknown_outcomes: self.unknown_outcomes.get(),
@@ -82,6 +91,10 @@ pub struct LatencySummary {
 pub struct EtcdStats {
     /// Commits applied.
     pub commits: u64,
+    /// etcd transactions that applied commits: with group commit, fewer than `commits`.
+    pub batches: u64,
+    /// The most commits one etcd transaction applied.
+    pub largest_batch: u64,
     /// Commits built again because another server committed first.
     pub conflicts: u64,
     /// Calls retried after a failure that could pass (a lost member, an election).

@@ -220,7 +220,7 @@ impl EtcdStore {
 
     /// A snapshot read by any member without a quorum round (serializable: it may lag
     /// behind the latest commits; Deno's `eventual` consistency).
-    pub fn eventual_snapshot(&self) -> EtcdSnapshot {
+    fn serializable_snapshot(&self) -> EtcdSnapshot {
         let read_time_ms = self.shared.options.clock.now_ms();
         let at = self
             .shared
@@ -304,6 +304,8 @@ impl EtcdStore {
                     let revision = response.header().map(|h| h.revision()).unwrap_or(base.point.revision + 1);
                     *last = Some(CommitBase { point: ReadPoint { revision, version }, seq_mod: revision });
                     shared.metrics.commits.add(1);
+                    shared.metrics.batches.add(1);
+                    shared.metrics.largest_batch.raise_to(1);
                     return Ok((version, extra));
                 }
                 Ok(response) => {
@@ -593,6 +595,10 @@ impl Store for EtcdStore {
         let read_time_ms = self.shared.options.clock.now_ms();
         let at = self.shared.latest().map(|(point, _)| point);
         EtcdSnapshot::new(self.shared.clone(), at, read_time_ms)
+    }
+
+    fn eventual_snapshot(&self) -> Option<EtcdSnapshot> {
+        Some(self.serializable_snapshot())
     }
 
     fn commit<T>(

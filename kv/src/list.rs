@@ -7,7 +7,7 @@
 use crate::db::Kv;
 use crate::entry::decode_entry_after;
 use crate::key::DecodedPrefix;
-use crate::select::{apply_cursor, encode_cursor, resolve_selector, ListOptions, Selector};
+use crate::select::{apply_cursor, encode_cursor, resolve_selector, Consistency, ListOptions, Selector};
 use crate::store::{EngineStore, Store, StoreCursor, StoreSnapshot};
 use crate::{FromKvValue, KvEntry, KvError};
 use std::marker::PhantomData;
@@ -140,8 +140,18 @@ impl<S: Store> Kv<S> {
             return Err(KvError::TooManyEntries { max: limits.max_read_entries });
         }
         // A store cursor reads one consistent state however long it lives: one snapshot.
-        let source = (range.start < range.end)
-            .then(|| self.inner.store.cursor(&range.start, &range.end, options.reverse));
+        // An eventual list reads the store's eventual snapshot where it has a cheaper one.
+        let store = &self.inner.store;
+        let source = (range.start < range.end).then(|| {
+            let eventual = match options.consistency {
+                Consistency::Eventual => store.eventual_snapshot(),
+                Consistency::Strong => None,
+            };
+            match eventual {
+                Some(snapshot) => snapshot.cursor(&range.start, &range.end, options.reverse),
+                None => store.cursor(&range.start, &range.end, options.reverse),
+            }
+        });
         Ok(ListIter {
             source,
             remaining: options.limit,

@@ -252,8 +252,11 @@ pub enum StorageErrorKind {
     Locked,
     /// The store refused an argument (a bad option, a restore it cannot take).
     InvalidArgument,
-    /// The store is out of reach for now (a cluster without a quorum, a timeout); the
-    /// operation's outcome may be unknown.
+    /// The store is out of reach for now (a cluster without a quorum, a timeout). A commit
+    /// failing with it was not applied (an unknown outcome is [`OutcomeUnknown`]), so it
+    /// may be retried.
+    ///
+    /// [`OutcomeUnknown`]: StorageErrorKind::OutcomeUnknown
     Unavailable,
     /// The database is open read-only and the operation would write.
     ReadOnly,

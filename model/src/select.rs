@@ -53,13 +53,14 @@ impl Selector {
     }
 }
 
-/// Read consistency; on one node both are strong.
+/// Read consistency. On one node both are strong; a replicated store serves `Eventual`
+/// from the nearest replica, which may lag behind the latest commits.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Consistency {
     /// See every commit acknowledged before the read started.
     #[default]
     Strong,
-    /// Accepted for compatibility; served like `Strong`.
+    /// May miss the latest commits where the store has a cheaper such read; else `Strong`.
     Eventual,
 }
 
@@ -75,7 +76,7 @@ pub struct ListOptions {
     /// Entries per batch (at most `max_read_entries`, 1000). One snapshot serves every
     /// batch, so this only bounds how much is read ahead.
     pub batch_size: Option<usize>,
-    /// Consistency (both are strong here).
+    /// Consistency (see [`Consistency`]).
     pub consistency: Consistency,
 }
 

@@ -20,6 +20,7 @@
 #![forbid(unsafe_code)]
 #![warn(unreachable_pub)]
 
+mod backend;
 mod config;
 mod errors;
 mod metadata;
@@ -33,6 +34,7 @@ mod write;
 
 pub use stampkv_kvconnect as proto;
 
+pub use backend::ServedStore;
 pub use config::{database_id_for, Config, ConfigError, NetConfig};
 pub use metrics::Metrics;
 pub use routes::{metrics_router, router, serve};

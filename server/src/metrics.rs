@@ -38,13 +38,9 @@ impl Metrics {
     }
 
     /// The Prometheus text of the counters, the open watch streams, the shared watches
-    /// behind them and the engine's statistics.
-    pub fn render(
-        &self,
-        open_watches: usize,
-        shared_watches: usize,
-        stats: &stampkv::engine::Stats,
-    ) -> String {
+    /// behind them, followed by the store's own metrics (`store_metrics`, already in the
+    /// text format).
+    pub fn render(&self, open_watches: usize, shared_watches: usize, store_metrics: &str) -> String {
         let mut out = String::new();
         out.push_str("# HELP stampkv_requests_total Requests by kind and HTTP status.\n");
         out.push_str("# TYPE stampkv_requests_total counter\n");
@@ -72,43 +68,7 @@ impl Metrics {
              # TYPE stampkv_shared_watches gauge\n",
         );
         let _ = writeln!(out, "stampkv_shared_watches {shared_watches}");
-        let gauges: [(&str, u64); 19] = [
-            ("engine_commits", stats.commits),
-            ("engine_user_bytes_written", stats.user_bytes_written),
-            ("engine_wal_bytes_written", stats.wal_bytes_written),
-            ("engine_wal_syncs", stats.wal_syncs),
-            ("engine_flushes", stats.flushes),
-            ("engine_compactions", stats.compactions),
-            ("engine_compaction_bytes_written", stats.compaction_bytes_written),
-            ("engine_stalls", stats.stalls),
-            ("engine_stall_micros", stats.stall_micros),
-            ("engine_max_stall_micros", stats.max_stall_micros),
-            ("engine_max_memtable_switch_micros", stats.max_memtable_switch_micros),
-            ("engine_table_bytes", stats.table_bytes),
-            ("engine_table_bytes_uncompressed", stats.table_bytes_uncompressed),
-            ("engine_wal_bytes_on_disk", stats.wal_bytes_on_disk),
-            ("engine_memtable_bytes", stats.memtable_bytes),
-            ("engine_pooled_memtable_bytes", stats.pooled_memtable_bytes),
-            ("engine_block_cache_bytes", stats.block_cache_bytes),
-            ("engine_pinned_table_bytes", stats.pinned_table_bytes),
-            ("engine_open_tables", stats.open_tables as u64),
-        ];
-        for (name, value) in gauges {
-            let _ = writeln!(out, "# TYPE stampkv_{name} gauge\nstampkv_{name} {value}");
-        }
-        let _ = writeln!(
-            out,
-            "# TYPE stampkv_engine_write_amplification gauge\nstampkv_engine_write_amplification {}",
-            stats.write_amplification()
-        );
-        out.push_str("# TYPE stampkv_engine_level_target_bytes gauge\n");
-        for (level, target) in stats.level_target_bytes.iter().enumerate() {
-            let _ = writeln!(out, "stampkv_engine_level_target_bytes{{level=\"{level}\"}} {target}");
-        }
-        out.push_str("# TYPE stampkv_engine_files gauge\n");
-        for (level, files) in stats.files_per_level.iter().enumerate() {
-            let _ = writeln!(out, "stampkv_engine_files{{level=\"{level}\"}} {files}");
-        }
+        out.push_str(store_metrics);
         out
     }
 }

@@ -1,5 +1,6 @@
 //! `snapshot_read`: many ranges, one snapshot.
 
+use crate::backend::ServedStore;
 use crate::errors::{blocking, kv_error, HttpError};
 use crate::proto;
 use crate::request::{data_request, decode, protobuf, record};
@@ -9,6 +10,7 @@ use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::Response;
 use stampkv::remote::{RawEntry, RawRange};
+use stampkv::{Consistency, Kv};
 use stampkv_kvconnect::http::check_read;
 use std::sync::Arc;
 
@@ -22,19 +24,44 @@ pub(crate) fn entry_proto(entry: RawEntry) -> proto::KvEntry {
     }
 }
 
-pub(crate) async fn snapshot_read(
-    State(server): State<Arc<Server>>,
+pub(crate) async fn snapshot_read<S: ServedStore>(
+    State(server): State<Arc<Server<S>>>,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let result = snapshot_read_inner(&server, &headers, body).await;
+    let result = snapshot_read_inner(&server, &headers, body, Consistency::Strong).await;
     record(&server, "snapshot_read", result)
 }
 
-async fn snapshot_read_inner(
-    server: &Arc<Server>,
+/// `snapshot_read` on the `eventual` endpoint: served from the store's eventual snapshot
+/// where it has one, and then answered `read_is_strongly_consistent: false`.
+pub(crate) async fn eventual_snapshot_read<S: ServedStore>(
+    State(server): State<Arc<Server<S>>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let result = snapshot_read_inner(&server, &headers, body, Consistency::Eventual).await;
+    record(&server, "snapshot_read", result)
+}
+
+/// Reads all ranges of a request from one snapshot of `consistency`; says whether the
+/// read was strongly consistent.
+fn read(
+    kv: &Kv<impl ServedStore>,
+    ranges: &[RawRange],
+    consistency: Consistency,
+) -> Result<(Vec<Vec<RawEntry>>, bool), HttpError> {
+    match consistency {
+        Consistency::Strong => Ok((kv.snapshot_read(ranges).map_err(kv_error)?, true)),
+        Consistency::Eventual => kv.snapshot_read_eventual(ranges).map_err(kv_error),
+    }
+}
+
+async fn snapshot_read_inner<S: ServedStore>(
+    server: &Arc<Server<S>>,
     headers: &HeaderMap,
     body: Body,
+    consistency: Consistency,
 ) -> Result<Response, HttpError> {
     let (_, body) = data_request(server, headers, body).await?;
     let request: proto::SnapshotRead = decode(&body)?;
@@ -50,13 +77,14 @@ async fn snapshot_read_inner(
         })
         .collect();
     let total_limit: usize = ranges.iter().map(|r| r.limit).sum();
-    let found = if total_limit <= server.config.inline_read_limit {
-        // Small reads (`get`, `getMany`, short lists) run on the runtime thread: a few
-        // lookups in memory cost less than the two thread hand-offs of the blocking pool.
-        server.kv.snapshot_read(&ranges).map_err(kv_error)?
+    let (found, strong) = if !S::REMOTE_READS && total_limit <= server.config.inline_read_limit {
+        // Small reads (`get`, `getMany`, short lists) of a local store run on the runtime
+        // thread: a few lookups in memory cost less than the two thread hand-offs of the
+        // blocking pool. A store that reads over the network always waits off the runtime.
+        read(&server.kv, &ranges, consistency)?
     } else {
         let kv = server.kv.clone();
-        blocking(server, move || kv.snapshot_read(&ranges).map_err(kv_error)).await?
+        blocking(server, move || read(&kv, &ranges, consistency)).await?
     };
     let output = proto::SnapshotReadOutput {
         ranges: found
@@ -64,7 +92,7 @@ async fn snapshot_read_inner(
             .map(|entries| proto::ReadRangeOutput { values: entries.into_iter().map(entry_proto).collect() })
             .collect(),
         read_disabled: false,
-        read_is_strongly_consistent: true,
+        read_is_strongly_consistent: strong,
         status: proto::SR_SUCCESS,
     };
     Ok(protobuf(&output))

@@ -1,6 +1,7 @@
 //! What each request of this server shares: its token and database id checked, its body
 //! read within the limits, and its outcome counted.
 
+use crate::backend::ServedStore;
 use crate::errors::HttpError;
 use crate::service::Server;
 use axum::body::{Body, Bytes};
@@ -10,8 +11,8 @@ use stampkv_kvconnect::http::{check_data_path, checked_body};
 pub(crate) use stampkv_kvconnect::http::{check_token, decode, protobuf};
 
 /// A metadata request of this server (token checked): its body.
-pub(crate) async fn metadata_request(
-    server: &Server,
+pub(crate) async fn metadata_request<S: ServedStore>(
+    server: &Server<S>,
     headers: &HeaderMap,
     body: Body,
 ) -> Result<Bytes, HttpError> {
@@ -21,8 +22,8 @@ pub(crate) async fn metadata_request(
 }
 
 /// A data path request of this server: its protocol version and its body.
-pub(crate) async fn data_request(
-    server: &Server,
+pub(crate) async fn data_request<S: ServedStore>(
+    server: &Server<S>,
     headers: &HeaderMap,
     body: Body,
 ) -> Result<(u8, Bytes), HttpError> {
@@ -31,13 +32,17 @@ pub(crate) async fn data_request(
 }
 
 /// Turns a handler's result into the answer and counts it under `kind`.
-pub(crate) fn record(server: &Server, kind: &'static str, result: Result<Response, HttpError>) -> Response {
+pub(crate) fn record<S: ServedStore>(
+    server: &Server<S>,
+    kind: &'static str,
+    result: Result<Response, HttpError>,
+) -> Response {
     let response = result.unwrap_or_else(IntoResponse::into_response);
     server.metrics.request(kind, response.status().as_u16());
     response
 }
 
 /// Checks the data path headers; returns the protocol version (1, 2 or 3).
-pub(crate) fn data_path(server: &Server, headers: &HeaderMap) -> Result<u8, HttpError> {
+pub(crate) fn data_path<S: ServedStore>(server: &Server<S>, headers: &HeaderMap) -> Result<u8, HttpError> {
     check_data_path(&server.config.net.access_token, &server.database_id, headers)
 }

@@ -1,18 +1,21 @@
 //! The service state shared by every request: the database, the configuration, the
 //! metrics, the watch streams and the bounds on blocking work.
 
+use crate::backend::ServedStore;
 use crate::config::{Config, ConfigError};
 use crate::metrics::Metrics;
 use crate::watch::WatchRegistry;
+use stampkv::store::EngineStore;
 use stampkv::Kv;
 use std::sync::Arc;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
-/// The KV Connect service over one open database.
+/// The KV Connect service over one open database, on the LSM engine (the default) or
+/// another [`ServedStore`].
 #[derive(Debug)]
-pub struct Server {
-    pub(crate) kv: Kv,
+pub struct Server<S: ServedStore = EngineStore> {
+    pub(crate) kv: Kv<S>,
     pub(crate) config: Config,
     pub(crate) database_id: String,
     pub(crate) metrics: Metrics,
@@ -24,9 +27,9 @@ pub struct Server {
     pub(crate) stopping: CancellationToken,
 }
 
-impl Server {
+impl<S: ServedStore> Server<S> {
     /// A service for `kv`. Its database id is `config.database_id`, or a random UUID.
-    pub fn new(kv: Kv, config: Config) -> Result<Arc<Server>, ConfigError> {
+    pub fn new(kv: Kv<S>, config: Config) -> Result<Arc<Server<S>>, ConfigError> {
         if config.net.access_token.chars().count() < 12 {
             return Err(ConfigError::TokenTooShort);
         }
@@ -48,7 +51,7 @@ impl Server {
     }
 
     /// The database served.
-    pub fn kv(&self) -> &Kv {
+    pub fn kv(&self) -> &Kv<S> {
         &self.kv
     }
 

@@ -20,6 +20,7 @@
 //! end a watch (clients reconnect when a stream ends), so it stays open like a watch whose
 //! keys never change.
 
+use crate::backend::ServedStore;
 use crate::errors::{bad, kv_error, HttpError};
 use crate::proto;
 use crate::read::entry_proto;
@@ -75,8 +76,8 @@ impl WatchRegistry {
     }
 }
 
-pub(crate) async fn watch(
-    State(server): State<Arc<Server>>,
+pub(crate) async fn watch<S: ServedStore>(
+    State(server): State<Arc<Server<S>>>,
     connection: Option<Extension<Arc<Connection>>>,
     headers: HeaderMap,
     body: Body,
@@ -85,8 +86,8 @@ pub(crate) async fn watch(
     record(&server, "watch", result)
 }
 
-async fn watch_inner(
-    server: &Arc<Server>,
+async fn watch_inner<S: ServedStore>(
+    server: &Arc<Server<S>>,
     connection: Option<Arc<Connection>>,
     headers: &HeaderMap,
     body: Body,
@@ -145,8 +146,8 @@ async fn watch_inner(
 }
 
 /// Joins the shared watch of `raw`, starting it if none runs.
-fn subscribe(
-    server: &Arc<Server>,
+fn subscribe<S: ServedStore>(
+    server: &Arc<Server<S>>,
     raw: Vec<Vec<u8>>,
     keys: Vec<Key>,
 ) -> Result<channel::Receiver<Latest>, HttpError> {
@@ -166,10 +167,10 @@ fn subscribe(
 }
 
 /// Runs one shared watch until no stream uses it, the database closes or the server stops.
-async fn drive(
-    server: Arc<Server>,
+async fn drive<S: ServedStore>(
+    server: Arc<Server<S>>,
     raw: Vec<Vec<u8>>,
-    watch: stampkv::Watch,
+    watch: stampkv::Watch<S>,
     sender: channel::Sender<Latest>,
 ) {
     let woken = Arc::new(Notify::new());

@@ -1,5 +1,6 @@
 //! `atomic_write`: checks and mutations decoded and validated, then one all-or-nothing commit.
 
+use crate::backend::ServedStore;
 use crate::errors::{bad, blocking, kv_error, HttpError};
 use crate::proto;
 use crate::request::{data_request, decode, protobuf, record};
@@ -8,7 +9,9 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::Response;
-use stampkv::{CommitResult, Key, Kv, KvValue, Mutation, MutationKind, Versionstamp};
+use stampkv::{
+    CommitResult, Key, Kv, KvError, KvValue, Mutation, MutationKind, StorageErrorKind, Versionstamp,
+};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -27,7 +30,7 @@ struct DecodedWrite {
     mutations: Vec<(Mutation, Option<u64>)>,
 }
 
-fn decode_write(write: proto::AtomicWrite, kv: &Kv) -> Result<DecodedWrite, HttpError> {
+fn decode_write(write: proto::AtomicWrite, kv: &Kv<impl ServedStore>) -> Result<DecodedWrite, HttpError> {
     let limits = kv.limits();
     if write.checks.len() > limits.max_checks {
         return Err(bad("Too many checks included in atomic write."));
@@ -83,7 +86,11 @@ fn decode_write(write: proto::AtomicWrite, kv: &Kv) -> Result<DecodedWrite, Http
 }
 
 /// Commits a decoded write; on a check failure, also reports which checks do not hold now.
-fn commit(kv: &Kv, write: DecodedWrite) -> Result<proto::AtomicWriteOutput, HttpError> {
+///
+/// A commit whose outcome could not be learned (a networked store that lost its cluster
+/// with the commit in flight) is answered `AW_UNSPECIFIED`, which clients report as an
+/// error and never retry: a 5xx would make them send again a write that may have applied.
+fn commit(kv: &Kv<impl ServedStore>, write: DecodedWrite) -> Result<proto::AtomicWriteOutput, HttpError> {
     let mut op = kv.atomic();
     for (key, versionstamp) in &write.checks {
         op = op.check(key, *versionstamp);
@@ -94,7 +101,18 @@ fn commit(kv: &Kv, write: DecodedWrite) -> Result<proto::AtomicWriteOutput, Http
             None => op.mutate(mutation),
         };
     }
-    match op.commit().map_err(kv_error)? {
+    let committed = match op.commit() {
+        Err(KvError::Storage(e)) if e.kind() == StorageErrorKind::OutcomeUnknown => {
+            tracing::error!(error = %e, "a commit's outcome is unknown");
+            return Ok(proto::AtomicWriteOutput {
+                status: proto::AW_UNSPECIFIED,
+                versionstamp: Vec::new(),
+                failed_checks: Vec::new(),
+            });
+        }
+        other => other.map_err(kv_error)?,
+    };
+    match committed {
         CommitResult::Committed(versionstamp) => Ok(proto::AtomicWriteOutput {
             status: proto::AW_SUCCESS,
             versionstamp: versionstamp.0.to_vec(),
@@ -117,8 +135,8 @@ fn commit(kv: &Kv, write: DecodedWrite) -> Result<proto::AtomicWriteOutput, Http
     }
 }
 
-pub(crate) async fn atomic_write(
-    State(server): State<Arc<Server>>,
+pub(crate) async fn atomic_write<S: ServedStore>(
+    State(server): State<Arc<Server<S>>>,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
@@ -126,8 +144,8 @@ pub(crate) async fn atomic_write(
     record(&server, "atomic_write", result)
 }
 
-async fn atomic_write_inner(
-    server: &Arc<Server>,
+async fn atomic_write_inner<S: ServedStore>(
+    server: &Arc<Server<S>>,
     headers: &HeaderMap,
     body: Body,
 ) -> Result<Response, HttpError> {

@@ -1,11 +1,12 @@
-//! `stampkv serve`: serves a database directory over KV Connect, for `Deno.openKv("http://...")`
-//! and the `@deno/kv` client.
+//! `stampkv serve`: serves a database directory, or a database on an etcd cluster, over KV
+//! Connect, for `Deno.openKv("http://...")` and the `@deno/kv` client.
 
 use crate::error::CliError;
 use clap::ValueEnum;
 use stampkv::engine::SyncMode;
-use stampkv::{Kv, KvOptions};
-use stampkv_server::{database_id_for, metrics_router, serve, Config, NetConfig, Server};
+use stampkv::{Kv, KvOptions, Limits};
+use stampkv_etcd::{EtcdOptions, EtcdStore};
+use stampkv_server::{database_id_for, metrics_router, serve, Config, NetConfig, ServedStore, Server};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -25,8 +26,16 @@ enum Sync {
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
     /// The database directory (created if missing).
-    #[arg(long)]
-    path: PathBuf,
+    #[arg(long, required_unless_present = "etcd", conflicts_with = "etcd")]
+    path: Option<PathBuf>,
+    /// Serve the database on this etcd cluster instead of a directory: its client URLs,
+    /// comma-separated (`http://10.0.0.1:2379,http://10.0.0.2:2379`). Any number of servers
+    /// may serve one cluster database at once.
+    #[arg(long, value_name = "URL[,URL...]")]
+    etcd: Option<String>,
+    /// The key prefix of the database in etcd (several databases may share a cluster).
+    #[arg(long, requires = "etcd", default_value = stampkv_etcd::DEFAULT_PREFIX)]
+    etcd_prefix: String,
     /// Address to listen on (port 0: any free port; the chosen address is logged).
     #[arg(long, default_value = "127.0.0.1:4512")]
     addr: SocketAddr,
@@ -143,23 +152,40 @@ pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, String> {
 
 fn serve_until_signal(args: ServeArgs) -> Result<(), String> {
     stampkv_kvconnect::http::logging::init();
-    let token = required_token(args.access_token)?;
+    let token = required_token(args.access_token.clone())?;
     let mut config = Config::new(token.clone());
     config.net = args.net.config(token);
+    if config.net.access_token.chars().count() < 12 {
+        return Err("the access token must be at least 12 characters long".into());
+    }
+    if let Some(endpoints) = &args.etcd {
+        let options = EtcdOptions::from_endpoint_list(endpoints).with_prefix(&args.etcd_prefix);
+        let store = EtcdStore::open(options)
+            .map_err(|e| format!("cannot open the database on etcd {endpoints}: {e}"))?;
+        // Every server of the cluster database hands out the database's own id.
+        config.database_id = Some(store.database_id().to_string());
+        let kv = Kv::with_store(store, Limits::default());
+        let what = format!("etcd {endpoints} prefix {}", args.etcd_prefix);
+        return serve_kv(kv, config, &args, &what);
+    }
+    let Some(path) = args.path.clone() else {
+        return Err("give --path DIR or --etcd URL[,URL...]".into());
+    };
     let mut options = KvOptions::default();
     options.engine.sync_mode = match args.sync {
         Sync::Always => SyncMode::Always,
         Sync::Periodic => SyncMode::Periodic(Duration::from_millis(args.sync_interval_ms)),
         Sync::Buffered => SyncMode::Buffered,
     };
-    if config.net.access_token.chars().count() < 12 {
-        return Err("the access token must be at least 12 characters long".into());
-    }
-    let kv =
-        Kv::open(&args.path, options).map_err(|e| format!("cannot open {}: {e}", args.path.display()))?;
+    let kv = Kv::open(&path, options).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
     // The same id after a restart: connected clients keep working.
-    let canonical = std::fs::canonicalize(&args.path).unwrap_or_else(|_| args.path.clone());
+    let canonical = std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone());
     config.database_id = Some(database_id_for(&canonical.to_string_lossy()));
+    serve_kv(kv, config, &args, &path.display().to_string())
+}
+
+/// Serves `kv` (described in logs as `what`) until SIGINT or SIGTERM, then closes it.
+fn serve_kv<S: ServedStore>(kv: Kv<S>, config: Config, args: &ServeArgs, what: &str) -> Result<(), String> {
     let server = Server::new(kv.clone(), config).map_err(|e| e.to_string())?;
     let runtime = runtime()?;
     let result = runtime.block_on(async {
@@ -188,12 +214,7 @@ fn serve_until_signal(args: ServeArgs) -> Result<(), String> {
                 .await;
             });
         }
-        tracing::info!(
-            addr = %local,
-            path = %args.path.display(),
-            database_id = server.database_id(),
-            "listening"
-        );
+        tracing::info!(addr = %local, database = what, database_id = server.database_id(), "listening");
         serve(listener, server.clone(), shutdown_signal()).await.map_err(|e| e.to_string())
     });
     runtime.shutdown_timeout(Duration::from_secs(1));

@@ -98,6 +98,14 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// A consistent view of the latest applied state.
     fn snapshot(&self) -> Self::Snapshot;
 
+    /// A consistent view that may lag behind the latest commits (Deno's `eventual`
+    /// consistency), for a store where such a read costs less than [`Store::snapshot`]
+    /// (a replica answering without a quorum round). `None`, the default: every read is
+    /// strong.
+    fn eventual_snapshot(&self) -> Option<Self::Snapshot> {
+        None
+    }
+
     /// The latest entry of `key`.
     fn get(&self, key: &[u8]) -> Result<Option<StoredEntry>, KvError> {
         self.snapshot().get(key)

@@ -7,7 +7,8 @@
 #
 #   bash server/e2e/diff/run.sh
 # Env: STAMPKV_BIN (default: target/debug/stampkv, built if missing), DIFF_SEED (default 1),
-# DIFF_SEQUENCES (random sequences per suite, default 4), DIFF_LENGTH (operations per sequence,
+# STAMPKV_ETCD (an etcd cluster's client URLs: the servers serve databases on it, each under a
+# prefix of its own, instead of directories), DIFF_SEQUENCES (random sequences per suite, default 4), DIFF_LENGTH (operations per sequence,
 # default 150), DIFF_ONLY (regular expression on case names), DIFF_REPORT (JSON report of the
 # Deno suite), DIFF_VERBOSE=1 (every differing step). More iterations locally, e.g.
 #   DIFF_SEED=$RANDOM DIFF_SEQUENCES=40 DIFF_LENGTH=400 bash server/e2e/diff/run.sh
@@ -54,16 +55,24 @@ wait_for_address() {
 
 # One server read directly, and a second one behind an edge (each target gets a database of
 # its own, so the cases of both targets, run at the same time, use the same keys).
-"$stampkv" serve --path "$scratch/direct" --addr 127.0.0.1:0 --access-token "$DENO_KV_ACCESS_TOKEN" 2>"$scratch/direct.log" &
+# database NAME: the arguments of `stampkv serve` for a database of its own named NAME.
+database() {
+  if [ -n "${STAMPKV_ETCD:-}" ]; then
+    echo --etcd "$STAMPKV_ETCD" --etcd-prefix "diff-$1-$$-$RANDOM/"
+  else
+    echo --path "$scratch/$1"
+  fi
+}
+"$stampkv" serve $(database direct) --addr 127.0.0.1:0 --access-token "$DENO_KV_ACCESS_TOKEN" 2>"$scratch/direct.log" &
 pids+=($!)
 direct="http://$(wait_for_address "${pids[-1]}" "$scratch/direct.log")"
-"$stampkv" serve --path "$scratch/primary" --addr 127.0.0.1:0 --access-token "$DENO_KV_ACCESS_TOKEN" 2>"$scratch/primary.log" &
+"$stampkv" serve $(database primary) --addr 127.0.0.1:0 --access-token "$DENO_KV_ACCESS_TOKEN" 2>"$scratch/primary.log" &
 pids+=($!)
 primary="http://$(wait_for_address "${pids[-1]}" "$scratch/primary.log")"
 "$stampkv" edge --upstream "$primary" --addr 127.0.0.1:0 --access-token "$DENO_KV_ACCESS_TOKEN" 2>"$scratch/edge.log" &
 pids+=($!)
 edge="http://$(wait_for_address "${pids[-1]}" "$scratch/edge.log")"
-echo "diff: server at $direct; edge at $edge in front of $primary"
+echo "diff: server at $direct; edge at $edge in front of $primary${STAMPKV_ETCD:+ (databases on etcd $STAMPKV_ETCD)}"
 export STAMPKV_TARGETS="server=$direct edge=$edge"
 
 status=0
