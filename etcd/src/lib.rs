@@ -28,6 +28,7 @@
 mod bridge;
 mod error;
 mod feed;
+mod group;
 mod layout;
 mod metrics;
 mod options;

@@ -3,6 +3,9 @@
 use crate::bridge::Bridge;
 use crate::error::{error, storage_error, write_outcome, WriteOutcome};
 use crate::feed::Feed;
+use crate::group::{
+    drop_if_empty, wait_until_sent, weigh, Group, GroupResult, GroupState, Joining, OpenGroup, MAX_GROUP_WAIT,
+};
 use crate::layout::{Envelope, Layout, SeqRecord, LAYOUT_VERSION};
 use crate::metrics::{EtcdMetrics, EtcdStats};
 use crate::options::EtcdOptions;
@@ -127,7 +130,7 @@ fn point_of(response: &GetResponse) -> Result<(ReadPoint, i64), KvError> {
 /// The state a commit is built on: read at `point`, valid while the counter's
 /// `mod_revision` is still `seq_mod`.
 #[derive(Debug, Clone, Copy)]
-struct CommitBase {
+pub(crate) struct CommitBase {
     point: ReadPoint,
     seq_mod: i64,
 }
@@ -136,8 +139,9 @@ struct CommitBase {
 #[derive(Clone)]
 pub struct EtcdStore {
     shared: Arc<Shared>,
-    /// One commit of this process in flight at a time (its receipt key is its own).
-    commit_lock: Arc<Mutex<Option<CommitBase>>>,
+    /// Group commit: the commits of this process gathered into one etcd transaction at a
+    /// time (its receipt key is its own).
+    group: Arc<Group>,
     server_id: Arc<str>,
     database_id: Arc<str>,
     feed: Arc<Feed>,
@@ -191,7 +195,7 @@ impl EtcdStore {
         let feed = Feed::start(shared.clone(), point.revision);
         Ok(EtcdStore {
             shared,
-            commit_lock: Arc::new(Mutex::new(None)),
+            group: Arc::new(Group::default()),
             server_id: random_hex().into(),
             database_id: database_id.into(),
             feed: Arc::new(feed),
@@ -230,118 +234,211 @@ impl EtcdStore {
         EtcdSnapshot::new(self.shared.clone(), at, read_time_ms)
     }
 
-    /// Runs one commit attempt loop; see [`Store::commit`].
+    /// Builds one commit into this process's open group and waits for the group's
+    /// transaction; see [`Store::commit`] and the [`group`](crate::group) module.
     fn commit_inner<T>(
         &self,
         build: &mut dyn FnMut(&mut dyn Transaction) -> Result<T, Abort>,
     ) -> Result<(u64, T), Abort> {
         let shared = &self.shared;
-        let mut last = self.commit_lock.lock();
-        // The state after this process's last commit, if it made one: most often still the
-        // latest, which saves a read; if not, the commit's compare fails and says so.
-        let (mut base, mut fresh) = match *last {
-            Some(base) => (base, false),
-            None => {
-                let (point, seq_mod) = shared.latest()?;
-                (CommitBase { point, seq_mod }, true)
-            }
-        };
-        let mut conflicts = 0u32;
+        let group = &self.group;
+        let mut joining = Joining::new(group);
+        let mut rebuilds = 0u32;
         loop {
+            let mut state = group.state.lock();
+            while state.sending {
+                group.changed.wait(&mut state);
+            }
             shared.check_open()?;
+            let base = match state.base {
+                Some(base) => base,
+                None => {
+                    let (point, seq_mod) = shared.latest()?;
+                    let base = CommitBase { point, seq_mod };
+                    state.base = Some(base);
+                    base
+                }
+            };
+            let number = state.sealed + 1;
+            let open = state.open.get_or_insert_with(|| OpenGroup::new(number));
             let read_time_ms = shared.options.clock.now_ms();
             let snapshot = EtcdSnapshot::new(shared.clone(), Ok(base.point), read_time_ms);
-            let version = base.point.version + 1;
-            let mut transaction =
-                EtcdTransaction { snapshot: &snapshot, version, now_ms: read_time_ms, writes: Vec::new() };
-            let extra = match build(&mut transaction) {
+            let version = base.point.version + open.members + 1;
+            let mut transaction = EtcdTransaction {
+                snapshot: &snapshot,
+                group: open,
+                version,
+                now_ms: read_time_ms,
+                writes: Vec::new(),
+            };
+            let built = build(&mut transaction);
+            let writes = transaction.writes;
+            let extra = match built {
                 Ok(extra) => extra,
-                Err(abort) => {
-                    // A check that failed on a remembered state may have read stale data:
-                    // it counts only on the latest state.
-                    if !fresh {
-                        let (point, seq_mod) = shared.latest()?;
-                        if seq_mod != base.seq_mod {
-                            base = CommitBase { point, seq_mod };
-                            fresh = true;
-                            continue;
-                        }
+                Err(Abort::CheckFailed) => {
+                    // A check counts only on the latest state: this process's base may be
+                    // behind another server's commits.
+                    let (point, seq_mod) = shared.latest()?;
+                    if seq_mod == base.seq_mod {
+                        drop_if_empty(&mut state);
+                        return Err(Abort::CheckFailed);
                     }
-                    *last = Some(base);
+                    if state.open.as_ref().is_none_or(|open| open.members == 0) {
+                        state.open = None;
+                        state.base = Some(CommitBase { point, seq_mod });
+                    } else {
+                        // The open group was built on the stale base too: its compare fails
+                        // and its members build again. Build after it.
+                        joining.pause();
+                        wait_until_sent(group, &mut state, number);
+                        joining.resume();
+                    }
+                    continue;
+                }
+                Err(abort) => {
+                    drop_if_empty(&mut state);
                     return Err(abort);
                 }
             };
-            let commit_id = random_u128();
-            let ops = commit_ops(shared, &self.server_id, version, commit_id, transaction.writes);
-            if ops.len() > REQUIRED_TXN_OPS {
-                *last = Some(base);
+            let Some(open) = state.open.as_mut() else {
+                continue;
+            };
+            let (ops, bytes) = weigh(&writes);
+            if open.members == 0 && ops + COMMIT_OVERHEAD_OPS > REQUIRED_TXN_OPS {
+                state.open = None;
                 return Err(Abort::Failed(error(
                     StorageErrorKind::InvalidArgument,
-                    format!("etcd: a commit of {} operations is more than the {REQUIRED_TXN_OPS} the store allows", ops.len()),
+                    format!(
+                        "etcd: a commit of {} operations is more than the {REQUIRED_TXN_OPS} the store allows",
+                        ops + COMMIT_OVERHEAD_OPS
+                    ),
                 )));
             }
-            let txn = etcd_client::Txn::new()
-                .when([Compare::mod_revision(shared.layout.seq(), CompareOp::Equal, base.seq_mod)])
-                .and_then(ops)
-                .or_else([TxnOp::get(shared.layout.seq(), None)]);
-            shared.own.lock().in_flight = true;
-            let answer = shared.txn(txn);
-            {
-                // Recorded before the flight ends, so the feed never takes it for foreign.
-                let mut own = shared.own.lock();
-                if let Ok(Ok(response)) = &answer {
-                    if let Some(header) = response.header().filter(|_| response.succeeded()) {
-                        own.revisions.insert(header.revision());
-                        while own.revisions.len() > OWN_REVISIONS_KEPT {
-                            own.revisions.pop_first();
-                        }
-                    }
-                }
-                own.in_flight = false;
+            if open.members > 0 && !open.fits(ops, bytes) {
+                // The group leaves without this commit: build it again on the next one.
+                open.full = true;
+                group.changed.notify_all();
+                joining.pause();
+                wait_until_sent(group, &mut state, number);
+                joining.resume();
+                continue;
             }
-            match answer? {
-                Ok(response) if response.succeeded() => {
-                    let revision = response.header().map(|h| h.revision()).unwrap_or(base.point.revision + 1);
-                    *last = Some(CommitBase { point: ReadPoint { revision, version }, seq_mod: revision });
-                    shared.metrics.commits.add(1);
-                    shared.metrics.batches.add(1);
-                    shared.metrics.largest_batch.raise_to(1);
-                    return Ok((version, extra));
-                }
-                Ok(response) => {
-                    // Another server committed first: build again on its state.
-                    shared.metrics.conflicts.add(1);
-                    conflicts += 1;
-                    if conflicts > MAX_CONFLICTS {
-                        *last = None;
+            open.join(writes, version, ops, bytes);
+            joining.joined();
+            let outcome = open.outcome.clone();
+            if open.members == 1 {
+                self.lead(state, base);
+            } else {
+                // The leader waits until the callers about to join have joined.
+                group.changed.notify_all();
+                drop(state);
+            }
+            match outcome.wait() {
+                GroupResult::Applied => return Ok((version, extra)),
+                GroupResult::Failed(kind, message) => return Err(Abort::Failed(error(kind, message))),
+                GroupResult::Closed => return Err(Abort::Failed(KvError::Closed)),
+                GroupResult::Rebuild => {
+                    rebuilds += 1;
+                    if rebuilds > MAX_CONFLICTS {
                         return Err(Abort::Failed(error(
                             StorageErrorKind::Unavailable,
                             "etcd: other servers' commits always came first",
                         )));
                     }
-                    base = base_from_else(&response).map_err(Abort::Failed)?;
-                    fresh = true;
+                    joining.resume();
                 }
-                Err(e) => match write_outcome(&e) {
-                    WriteOutcome::NotApplied => {
-                        *last = None;
-                        return Err(Abort::Failed(storage_error("commit", e)));
-                    }
-                    WriteOutcome::Unknown => {
-                        *last = None;
-                        match self.settle(base, commit_id, &e)? {
-                            Settled::Applied => {
-                                shared.metrics.commits.add(1);
-                                return Ok((version, extra));
-                            }
-                            Settled::NotApplied(next) => {
-                                base = next;
-                                fresh = true;
-                            }
-                        }
-                    }
-                },
             }
+        }
+    }
+
+    /// Leads the open group: lets the callers that are about to join it join (until none
+    /// is left, the group is full or [`MAX_GROUP_WAIT`] passed), seals it, sends it as one
+    /// etcd transaction and hands its outcome to every member.
+    fn lead(&self, mut state: parking_lot::MutexGuard<'_, GroupState>, base: CommitBase) {
+        let group = &self.group;
+        loop {
+            let Some(open) = state.open.as_ref() else { return };
+            if open.full
+                || group.joining.load(Ordering::Acquire) == 0
+                || open.opened.elapsed() >= MAX_GROUP_WAIT
+            {
+                break;
+            }
+            group.changed.wait_for(&mut state, Duration::from_micros(250));
+        }
+        let Some(sealed) = state.open.take() else { return };
+        state.sealed = sealed.number;
+        state.sending = true;
+        drop(state);
+        let outcome = sealed.outcome.clone();
+        let (result, next_base) = self.send(base, sealed);
+        let mut state = group.state.lock();
+        state.sending = false;
+        state.base = next_base;
+        drop(state);
+        outcome.set(result);
+        group.changed.notify_all();
+    }
+
+    /// Sends a sealed group as one transaction on `base`: the group's outcome, and the base
+    /// of the next group (`None`: read it first).
+    fn send(&self, base: CommitBase, group: OpenGroup) -> (GroupResult, Option<CommitBase>) {
+        let shared = &self.shared;
+        let members = group.members;
+        let last_version = base.point.version + members;
+        let commit_id = random_u128();
+        let ops = commit_ops(shared, &self.server_id, last_version, commit_id, group.writes);
+        let txn = etcd_client::Txn::new()
+            .when([Compare::mod_revision(shared.layout.seq(), CompareOp::Equal, base.seq_mod)])
+            .and_then(ops)
+            .or_else([TxnOp::get(shared.layout.seq(), None)]);
+        shared.own.lock().in_flight = true;
+        let answer = shared.txn(txn);
+        {
+            // Recorded before the flight ends, so the feed never takes it for foreign.
+            let mut own = shared.own.lock();
+            if let Ok(Ok(response)) = &answer {
+                if let Some(header) = response.header().filter(|_| response.succeeded()) {
+                    own.revisions.insert(header.revision());
+                    while own.revisions.len() > OWN_REVISIONS_KEPT {
+                        own.revisions.pop_first();
+                    }
+                }
+            }
+            own.in_flight = false;
+        }
+        let applied = |next: Option<CommitBase>| {
+            shared.metrics.commits.add(members);
+            shared.metrics.batches.add(1);
+            shared.metrics.largest_batch.raise_to(members);
+            (GroupResult::Applied, next)
+        };
+        match answer {
+            Err(e) => (GroupResult::failed(&e), None),
+            Ok(Ok(response)) if response.succeeded() => {
+                let revision = response.header().map(|h| h.revision()).unwrap_or(base.point.revision + 1);
+                applied(Some(CommitBase {
+                    point: ReadPoint { revision, version: last_version },
+                    seq_mod: revision,
+                }))
+            }
+            Ok(Ok(response)) => {
+                // Another server committed first: every member builds again on its state.
+                shared.metrics.conflicts.add(1);
+                match base_from_else(&response) {
+                    Ok(next) => (GroupResult::Rebuild, Some(next)),
+                    Err(e) => (GroupResult::failed(&e), None),
+                }
+            }
+            Ok(Err(e)) => match write_outcome(&e) {
+                WriteOutcome::NotApplied => (GroupResult::failed(&storage_error("commit", e)), None),
+                WriteOutcome::Unknown => match self.settle(base, commit_id, &e) {
+                    Ok(Settled::Applied) => applied(None),
+                    Ok(Settled::NotApplied(next)) => (GroupResult::Rebuild, Some(next)),
+                    Err(Abort::Failed(e)) => (GroupResult::failed(&e), None),
+                    Err(Abort::CheckFailed) => (GroupResult::Rebuild, None),
+                },
+            },
         }
     }
 
@@ -434,8 +531,9 @@ fn base_from_else(response: &TxnResponse) -> Result<CommitBase, KvError> {
     }
 }
 
-/// The etcd operations of a commit: the counter, the receipt, then one put or delete per
-/// distinct key (the last write of a key wins, as etcd refuses a key twice).
+/// The etcd operations of a group of commits whose last has `version`: the counter, the
+/// receipt, then one put or delete per distinct key (the last write of a key wins, as etcd
+/// refuses a key twice).
 fn commit_ops(
     shared: &Shared,
     server_id: &str,
@@ -456,7 +554,7 @@ fn commit_ops(
         }
         let key = shared.layout.data(&write.key);
         ops.push(match &write.value {
-            Some(value) => TxnOp::put(key, Envelope::encode(version, write.expires_at_ms, value), None),
+            Some(value) => TxnOp::put(key, Envelope::encode(write.version, write.expires_at_ms, value), None),
             None => TxnOp::delete(key, None),
         });
     }
@@ -552,15 +650,18 @@ fn random_uuid() -> String {
 }
 
 /// One write of a commit: a value (with its expiry) or, with `None`, a deletion.
-struct Write {
-    key: Vec<u8>,
-    value: Option<Vec<u8>>,
-    expires_at_ms: Option<u64>,
+pub(crate) struct Write {
+    pub(crate) key: Vec<u8>,
+    pub(crate) value: Option<Vec<u8>>,
+    pub(crate) expires_at_ms: Option<u64>,
+    /// The version of the commit that made it (set when the commit joins its group).
+    pub(crate) version: u64,
 }
 
-/// A commit being built on an etcd read point.
+/// A commit being built on an etcd read point and the writes of its group's earlier members.
 struct EtcdTransaction<'a> {
     snapshot: &'a EtcdSnapshot,
+    group: &'a OpenGroup,
     version: u64,
     now_ms: u64,
     writes: Vec<Write>,
@@ -568,7 +669,10 @@ struct EtcdTransaction<'a> {
 
 impl Transaction for EtcdTransaction<'_> {
     fn get(&self, key: &[u8]) -> Result<Option<StoredEntry>, KvError> {
-        stampkv::store::StoreSnapshot::get(self.snapshot, key)
+        match self.group.latest(key, self.now_ms) {
+            Some(entry) => Ok(entry),
+            None => stampkv::store::StoreSnapshot::get(self.snapshot, key),
+        }
     }
 
     fn commit_version(&self) -> u64 {
@@ -580,11 +684,11 @@ impl Transaction for EtcdTransaction<'_> {
     }
 
     fn put(&mut self, key: &[u8], value: &[u8], expires_at_ms: Option<u64>) {
-        self.writes.push(Write { key: key.to_vec(), value: Some(value.to_vec()), expires_at_ms });
+        self.writes.push(Write { key: key.to_vec(), value: Some(value.to_vec()), expires_at_ms, version: 0 });
     }
 
     fn delete(&mut self, key: &[u8]) {
-        self.writes.push(Write { key: key.to_vec(), value: None, expires_at_ms: None });
+        self.writes.push(Write { key: key.to_vec(), value: None, expires_at_ms: None, version: 0 });
     }
 }
 

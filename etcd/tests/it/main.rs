@@ -14,6 +14,7 @@
 
 mod cluster;
 mod common;
+mod failover;
 
 #[path = "../../../kv/tests/it/atomic.rs"]
 mod atomic;
