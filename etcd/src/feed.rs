@@ -49,7 +49,7 @@ impl Drop for Feed {
 async fn run(shared: Arc<Shared>, sinks: Arc<Mutex<Vec<ForeignCommitSink>>>, mut after: i64) {
     let (start, end) = shared.layout.data_range(b"", b"");
     loop {
-        let mut client = shared.client.watch_client();
+        let mut client = shared.feed_client.watch_client();
         let options = WatchOptions::new().with_range(end.clone()).with_start_revision(after + 1);
         let mut stream = match client.watch(start.clone(), Some(options)).await {
             Ok(stream) => stream,
@@ -66,10 +66,18 @@ async fn run(shared: Arc<Shared>, sinks: Arc<Mutex<Vec<ForeignCommitSink>>>, mut
                 break;
             }
             let mut keys = Vec::with_capacity(response.events().len());
+            // The events of one transaction share its revision: decided once.
+            let mut decided: Option<(i64, bool)> = None;
             for event in response.events() {
                 if let Some(kv) = event.kv() {
-                    after = after.max(kv.mod_revision());
-                    if is_own(&shared, kv.mod_revision()).await {
+                    let revision = kv.mod_revision();
+                    after = after.max(revision);
+                    let own = match decided {
+                        Some((at, own)) if at == revision => own,
+                        _ => is_own(&shared, revision).await,
+                    };
+                    decided = Some((revision, own));
+                    if own {
                         continue;
                     }
                     if let Some(key) = shared.layout.entry_key(kv.key()) {
@@ -93,6 +101,10 @@ async fn run(shared: Arc<Shared>, sinks: Arc<Mutex<Vec<ForeignCommitSink>>>, mut
 /// commits is in flight, whose revision is not known yet).
 async fn is_own(shared: &Shared, revision: i64) -> bool {
     loop {
+        // Registered before the check, so a flight ending in between is not missed.
+        let flight_done = shared.flight_done.notified();
+        tokio::pin!(flight_done);
+        flight_done.as_mut().enable();
         {
             let own = shared.own.lock();
             if own.revisions.contains(&revision) {
@@ -102,6 +114,6 @@ async fn is_own(shared: &Shared, revision: i64) -> bool {
                 return false;
             }
         }
-        tokio::time::sleep(Duration::from_millis(1)).await;
+        flight_done.await;
     }
 }

@@ -3,9 +3,12 @@
 //! Every commit writes the counter `R m seq`, so etcd applies commits one transaction at a
 //! time; a process that sent one transaction per commit would pay a Raft round (a quorum's
 //! disk sync) per commit. Instead, while no transaction of this process is in flight, the
-//! commits that arrive join the *open group*: each is built by its own caller, in turn,
-//! on the group's base (the state after this process's last transaction) and on the writes
-//! of the members before it, and takes the next version (base + its place in the group).
+//! commits that arrive join the *open group*: each is built by its own caller on the
+//! group's base (the state after this process's last transaction) and on the writes of the
+//! members before it, and takes the next version (base + its place in the group). Builds
+//! run without the group lock, so their etcd reads overlap; a build is then checked under
+//! the lock (every key it read still has the group write it saw, and its version is still
+//! free if it used it) and joins, or is built again under the lock.
 //! The first member leads: it waits until the callers about to join have joined (at most
 //! [`MAX_GROUP_WAIT`], or until the group is full), seals the group and sends it as one
 //! transaction that compares the counter once. Every member gets the group's outcome:
@@ -107,6 +110,11 @@ impl OpenGroup {
         self.members += 1;
         self.ops += ops;
         self.bytes += bytes;
+    }
+
+    /// The index in the group's writes of the last write of `key`, if a member wrote it.
+    pub(crate) fn last_write_of(&self, key: &[u8]) -> Option<usize> {
+        self.last_write.get(key).copied()
     }
 
     /// The entry of `key` after the members' writes, if one of them wrote it: `Some(None)`

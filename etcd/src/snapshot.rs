@@ -2,13 +2,14 @@
 //! that revision.
 
 use crate::error::{error, storage_error};
-use crate::layout::Envelope;
+use crate::layout::{Envelope, SeqRecord};
 use crate::store::Shared;
 use etcd_client::{GetOptions, GetResponse, SortOrder, SortTarget};
+use parking_lot::Mutex;
 use stampkv::store::{StoreCursor, StoreSnapshot, StoredEntry};
 use stampkv::{KvError, StorageErrorKind};
 use std::collections::VecDeque;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// The first page a cursor asks for; later pages grow fourfold up to [`MAX_PAGE`].
 const FIRST_PAGE: i64 = 32;
@@ -24,41 +25,147 @@ pub(crate) struct ReadPoint {
     pub(crate) version: u64,
 }
 
+/// How a snapshot's etcd revision is chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Consistency {
+    /// By its first read, linearizable (a quorum round): it sees every commit acknowledged
+    /// before the snapshot was taken.
+    Strong,
+    /// By its first read, serializable (any member, no quorum round): it may lag.
+    Eventual,
+}
+
+/// A snapshot's read point, shared with its cursors: fixed when the snapshot is made (a
+/// commit's base), or chosen by the snapshot's first read, whose answer carries the
+/// revision every later read then uses. A point read thus costs one etcd call.
+#[derive(Debug)]
+struct Point {
+    consistency: Consistency,
+    /// The revision (and, when known, the commit version) once chosen; or why it could not be.
+    chosen: Mutex<Option<Result<ReadPoint, (StorageErrorKind, String)>>>,
+    /// The commit version at the revision, read on first use where the first read did not
+    /// give it.
+    version: OnceLock<u64>,
+}
+
+impl Point {
+    /// Reads `key` with `options` at the snapshot's revision, choosing the revision with
+    /// this read if none is chosen yet.
+    fn read(
+        &self,
+        shared: &Shared,
+        key: Vec<u8>,
+        options: GetOptions,
+        what: &str,
+    ) -> Result<GetResponse, KvError> {
+        let mut chosen = self.chosen.lock();
+        match &*chosen {
+            Some(Ok(point)) => {
+                let revision = point.revision;
+                drop(chosen);
+                read_at(shared, key, options, revision, what)
+            }
+            Some(Err((kind, message))) => Err(error(*kind, message.clone())),
+            None => {
+                let options = match self.consistency {
+                    Consistency::Strong => options,
+                    Consistency::Eventual => options.with_serializable(),
+                };
+                match shared.read(key, options, what) {
+                    Ok(response) => {
+                        let revision = response.header().map(|h| h.revision()).unwrap_or(0);
+                        *chosen = Some(Ok(ReadPoint { revision, version: 0 }));
+                        Ok(response)
+                    }
+                    Err(e) => {
+                        *chosen = Some(Err(kind_and_text(&e)));
+                        Err(e)
+                    }
+                }
+            }
+        }
+    }
+
+    /// The commit version at the snapshot's revision (choosing the revision if needed).
+    fn version(&self, shared: &Shared) -> Result<u64, KvError> {
+        if let Some(version) = self.version.get() {
+            return Ok(*version);
+        }
+        let response =
+            self.read(shared, shared.layout.seq(), GetOptions::new(), "read the commit counter")?;
+        let version = match response.kvs().first() {
+            None => 0,
+            Some(kv) => {
+                SeqRecord::decode(kv.value())
+                    .ok_or_else(|| {
+                        error(StorageErrorKind::Corruption, "etcd: the commit counter does not parse")
+                    })?
+                    .version
+            }
+        };
+        Ok(*self.version.get_or_init(|| version))
+    }
+}
+
+/// A read at `revision`: serializable (any member answers, no quorum round: the revision is
+/// already committed), or linearizable where the member has not applied it yet.
+fn read_at(
+    shared: &Shared,
+    key: Vec<u8>,
+    options: GetOptions,
+    revision: i64,
+    what: &str,
+) -> Result<GetResponse, KvError> {
+    let at = options.with_revision(revision);
+    match shared.read(key.clone(), at.clone().with_serializable(), what) {
+        Err(e) if e.to_string().contains(FUTURE_REVISION) => shared.read(key, at, what),
+        other => other,
+    }
+}
+
+/// etcd's answer to a serializable read of a revision the member has not applied yet.
+const FUTURE_REVISION: &str = "required revision is a future revision";
+
+fn kind_and_text(e: &KvError) -> (StorageErrorKind, String) {
+    match e {
+        KvError::Storage(e) => (e.kind(), e.to_string()),
+        other => (StorageErrorKind::Other, other.to_string()),
+    }
+}
+
 /// A consistent view of the database at one etcd revision.
 ///
-/// Taking a snapshot asks etcd for the latest revision; if that fails, the snapshot keeps
-/// the error and every read through it returns it (the seam's `snapshot()` cannot fail).
+/// The revision is fixed when the snapshot is made (a commit's base) or chosen by its first
+/// read. A failed first read is kept: every later read of the snapshot returns its error
+/// (the seam's `snapshot()` cannot fail).
 pub struct EtcdSnapshot {
     shared: Arc<Shared>,
-    at: Result<ReadPoint, (StorageErrorKind, String)>,
+    point: Arc<Point>,
     read_time_ms: u64,
 }
 
 impl std::fmt::Debug for EtcdSnapshot {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EtcdSnapshot")
-            .field("at", &self.at)
+            .field("point", &self.point.chosen.lock())
             .field("read_time_ms", &self.read_time_ms)
             .finish()
     }
 }
 
 impl EtcdSnapshot {
-    pub(crate) fn new(
-        shared: Arc<Shared>,
-        at: Result<ReadPoint, KvError>,
-        read_time_ms: u64,
-    ) -> EtcdSnapshot {
-        let at = at.map_err(|e| match e {
-            KvError::Storage(e) => (e.kind(), e.to_string()),
-            other => (StorageErrorKind::Other, other.to_string()),
-        });
-        EtcdSnapshot { shared, at, read_time_ms }
+    /// A snapshot at a known read point.
+    pub(crate) fn at(shared: Arc<Shared>, at: ReadPoint, read_time_ms: u64) -> EtcdSnapshot {
+        let version = OnceLock::new();
+        let _ = version.set(at.version);
+        let point = Point { consistency: Consistency::Strong, chosen: Mutex::new(Some(Ok(at))), version };
+        EtcdSnapshot { shared, point: Arc::new(point), read_time_ms }
     }
 
-    /// The read point, or the error taking the snapshot met.
-    pub(crate) fn read_point(&self) -> Result<ReadPoint, KvError> {
-        self.at.clone().map_err(|(kind, message)| error(kind, message))
+    /// A snapshot whose revision its first read chooses, with `consistency`.
+    pub(crate) fn lazy(shared: Arc<Shared>, consistency: Consistency, read_time_ms: u64) -> EtcdSnapshot {
+        let point = Point { consistency, chosen: Mutex::new(None), version: OnceLock::new() };
+        EtcdSnapshot { shared, point: Arc::new(point), read_time_ms }
     }
 }
 
@@ -66,7 +173,7 @@ impl StoreSnapshot for EtcdSnapshot {
     type Cursor = EtcdCursor;
 
     fn version(&self) -> u64 {
-        self.at.as_ref().map(|at| at.version).unwrap_or(0)
+        self.point.version(&self.shared).unwrap_or(0)
     }
 
     fn read_time_ms(&self) -> u64 {
@@ -74,10 +181,8 @@ impl StoreSnapshot for EtcdSnapshot {
     }
 
     fn get(&self, key: &[u8]) -> Result<Option<StoredEntry>, KvError> {
-        let at = self.read_point()?;
         let etcd_key = self.shared.layout.data(key);
-        let options = GetOptions::new().with_revision(at.revision);
-        let response = self.shared.read(etcd_key, options, "read a key")?;
+        let response = self.point.read(&self.shared, etcd_key, GetOptions::new(), "read a key")?;
         match response.kvs().first() {
             None => Ok(None),
             Some(kv) => decode(kv.value(), self.read_time_ms, kv.key()),
@@ -88,7 +193,7 @@ impl StoreSnapshot for EtcdSnapshot {
         let (start, end) = self.shared.layout.data_range(start, end);
         EtcdCursor {
             shared: self.shared.clone(),
-            at: self.read_point(),
+            point: self.point.clone(),
             start,
             end,
             reverse,
@@ -115,7 +220,7 @@ fn decode(bytes: &[u8], now_ms: u64, etcd_key: &[u8]) -> Result<Option<StoredEnt
 /// A cursor over a range of an [`EtcdSnapshot`], reading pages of entries as it goes.
 pub struct EtcdCursor {
     shared: Arc<Shared>,
-    at: Result<ReadPoint, KvError>,
+    point: Arc<Point>,
     /// The etcd range still to read: `[start, end)`.
     start: Vec<u8>,
     end: Vec<u8>,
@@ -139,20 +244,16 @@ impl std::fmt::Debug for EtcdCursor {
 impl EtcdCursor {
     /// Reads the next page of the range into the buffer.
     fn fill(&mut self) -> Result<(), KvError> {
-        let at = match &self.at {
-            Ok(at) => *at,
-            Err(e) => return Err(error(StorageErrorKind::Unavailable, e.to_string())),
-        };
         if self.start >= self.end {
             self.exhausted = true;
             return Ok(());
         }
-        let mut options =
-            GetOptions::new().with_range(self.end.clone()).with_limit(self.page).with_revision(at.revision);
+        let mut options = GetOptions::new().with_range(self.end.clone()).with_limit(self.page);
         if self.reverse {
             options = options.with_sort(SortTarget::Key, SortOrder::Descend);
         }
-        let response: GetResponse = self.shared.read(self.start.clone(), options, "read a range")?;
+        let response: GetResponse =
+            self.point.read(&self.shared, self.start.clone(), options, "read a range")?;
         let kvs = response.kvs();
         if (kvs.len() as i64) < self.page || !response.more() {
             self.exhausted = true;

@@ -9,7 +9,7 @@ use crate::group::{
 use crate::layout::{Envelope, Layout, SeqRecord, LAYOUT_VERSION};
 use crate::metrics::{EtcdMetrics, EtcdStats};
 use crate::options::EtcdOptions;
-use crate::snapshot::{read_error, read_retryable, EtcdSnapshot, ReadPoint};
+use crate::snapshot::{read_error, read_retryable, Consistency, EtcdSnapshot, ReadPoint};
 use etcd_client::{
     Client, Compare, CompareOp, ConnectOptions, GetOptions, GetResponse, KvClient, TxnOp, TxnOpResponse,
     TxnResponse,
@@ -18,6 +18,7 @@ use parking_lot::Mutex;
 use stampkv::engine::Clock;
 use stampkv::store::{Abort, CommitOptions, ForeignCommitSink, Store, StoredEntry, Transaction};
 use stampkv::{KvError, StorageErrorKind};
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -41,7 +42,10 @@ const MAX_DECODING_BYTES: usize = 128 << 20;
 pub(crate) struct Shared {
     pub(crate) bridge: Bridge,
     pub(crate) kv: KvClient,
-    pub(crate) client: Client,
+    /// The change feed's own connection.
+    pub(crate) feed_client: Client,
+    /// Signalled whenever a commit of this process stops being in flight.
+    pub(crate) flight_done: tokio::sync::Notify,
     pub(crate) layout: Layout,
     pub(crate) options: EtcdOptions,
     pub(crate) metrics: EtcdMetrics,
@@ -177,17 +181,28 @@ impl EtcdStore {
             .run(async move { Client::connect(endpoints, Some(connect)).await })
             .ok_or(KvError::Closed)?
             .map_err(|e| storage_error("connect", e))?;
+        // The change feed has a connection of its own: a watch stream that backs up must
+        // never hold the commits and reads up in HTTP/2 flow control.
+        let endpoints = options.endpoints.clone();
+        let feed_connect = ConnectOptions::new()
+            .with_connect_timeout(options.connect_timeout)
+            .with_keep_alive(Duration::from_secs(5), Duration::from_secs(5));
+        let feed_client = bridge
+            .run(async move { Client::connect(endpoints, Some(feed_connect)).await })
+            .ok_or(KvError::Closed)?
+            .map_err(|e| storage_error("connect", e))?;
         let kv = client.kv_client().max_decoding_message_size(MAX_DECODING_BYTES);
         let layout = Layout::new(&options.prefix);
         let shared = Arc::new(Shared {
             bridge,
             kv,
-            client,
+            feed_client,
             layout,
             options,
             metrics: EtcdMetrics::default(),
             closed: AtomicBool::new(false),
             own: Mutex::new(OwnCommits::default()),
+            flight_done: tokio::sync::Notify::new(),
         });
         check_txn_ops(&shared)?;
         let database_id = identity(&shared)?;
@@ -226,12 +241,7 @@ impl EtcdStore {
     /// behind the latest commits; Deno's `eventual` consistency).
     fn serializable_snapshot(&self) -> EtcdSnapshot {
         let read_time_ms = self.shared.options.clock.now_ms();
-        let at = self
-            .shared
-            .read(self.shared.layout.seq(), GetOptions::new().with_serializable(), "read the commit counter")
-            .and_then(|r| point_of(&r))
-            .map(|(point, _)| point);
-        EtcdSnapshot::new(self.shared.clone(), at, read_time_ms)
+        EtcdSnapshot::lazy(self.shared.clone(), Consistency::Eventual, read_time_ms)
     }
 
     /// Builds one commit into this process's open group and waits for the group's
@@ -244,6 +254,8 @@ impl EtcdStore {
         let group = &self.group;
         let mut joining = Joining::new(group);
         let mut rebuilds = 0u32;
+        // After a build whose reads were overtaken by other members, build under the lock.
+        let mut serial = false;
         loop {
             let mut state = group.state.lock();
             while state.sending {
@@ -262,17 +274,45 @@ impl EtcdStore {
             let number = state.sealed + 1;
             let open = state.open.get_or_insert_with(|| OpenGroup::new(number));
             let read_time_ms = shared.options.clock.now_ms();
-            let snapshot = EtcdSnapshot::new(shared.clone(), Ok(base.point), read_time_ms);
+            let snapshot = EtcdSnapshot::at(shared.clone(), base.point, read_time_ms);
             let version = base.point.version + open.members + 1;
-            let mut transaction = EtcdTransaction {
-                snapshot: &snapshot,
-                group: open,
-                version,
-                now_ms: read_time_ms,
-                writes: Vec::new(),
+            let (built, writes) = if serial {
+                // Built under the group lock, on the members' writes as they are.
+                let mut transaction =
+                    EtcdTransaction::new(&snapshot, Overlay::Locked(open), version, read_time_ms);
+                let built = build(&mut transaction);
+                (built, transaction.writes)
+            } else {
+                // Built without the lock, so that the reads of many commits overlap; then
+                // checked: every key read must still have the write it saw in the group.
+                drop(state);
+                let mut transaction =
+                    EtcdTransaction::new(&snapshot, Overlay::Shared { group, number }, version, read_time_ms);
+                let built = build(&mut transaction);
+                state = group.state.lock();
+                let valid = !state.sending
+                    && state.base.is_some_and(|b| b.seq_mod == base.seq_mod)
+                    && state.open.as_ref().is_some_and(|open| {
+                        open.number == number
+                            && (!transaction.version_used.get()
+                                || version == base.point.version + open.members + 1)
+                            && transaction
+                                .reads
+                                .borrow()
+                                .iter()
+                                .all(|(key, seen)| open.last_write_of(key) == *seen)
+                    });
+                if !valid {
+                    serial = true;
+                    continue;
+                }
+                (built, transaction.writes)
             };
-            let built = build(&mut transaction);
-            let writes = transaction.writes;
+            serial = false;
+            let version = match state.open.as_ref() {
+                Some(open) => base.point.version + open.members + 1,
+                None => continue,
+            };
             let extra = match built {
                 Ok(extra) => extra,
                 Err(Abort::CheckFailed) => {
@@ -407,6 +447,7 @@ impl EtcdStore {
             }
             own.in_flight = false;
         }
+        shared.flight_done.notify_waiters();
         let applied = |next: Option<CommitBase>| {
             shared.metrics.commits.add(members);
             shared.metrics.batches.add(1);
@@ -658,24 +699,61 @@ pub(crate) struct Write {
     pub(crate) version: u64,
 }
 
+/// How a commit being built sees the writes of its group's earlier members.
+enum Overlay<'a> {
+    /// The group lock is held: the open group as it is.
+    Locked(&'a OpenGroup),
+    /// Without the lock: group `number`, looked up under the lock read by read.
+    Shared { group: &'a Group, number: u64 },
+}
+
 /// A commit being built on an etcd read point and the writes of its group's earlier members.
 struct EtcdTransaction<'a> {
     snapshot: &'a EtcdSnapshot,
-    group: &'a OpenGroup,
+    overlay: Overlay<'a>,
     version: u64,
     now_ms: u64,
     writes: Vec<Write>,
+    /// The keys read, and the group write each read saw (`None`: none; read from etcd).
+    reads: RefCell<Vec<(Vec<u8>, Option<usize>)>>,
+    /// Whether `build` asked for the commit's version (then it must not change).
+    version_used: Cell<bool>,
+}
+
+impl<'a> EtcdTransaction<'a> {
+    fn new(snapshot: &'a EtcdSnapshot, overlay: Overlay<'a>, version: u64, now_ms: u64) -> Self {
+        EtcdTransaction {
+            snapshot,
+            overlay,
+            version,
+            now_ms,
+            writes: Vec::new(),
+            reads: RefCell::new(Vec::new()),
+            version_used: Cell::new(false),
+        }
+    }
 }
 
 impl Transaction for EtcdTransaction<'_> {
     fn get(&self, key: &[u8]) -> Result<Option<StoredEntry>, KvError> {
-        match self.group.latest(key, self.now_ms) {
+        let in_group = match &self.overlay {
+            Overlay::Locked(open) => open.latest(key, self.now_ms),
+            Overlay::Shared { group, number } => {
+                let state = group.state.lock();
+                let open = state.open.as_ref().filter(|open| open.number == *number);
+                let seen = open.and_then(|open| open.last_write_of(key));
+                self.reads.borrow_mut().push((key.to_vec(), seen));
+                open.and_then(|open| open.latest(key, self.now_ms))
+            }
+        };
+        match in_group {
             Some(entry) => Ok(entry),
             None => stampkv::store::StoreSnapshot::get(self.snapshot, key),
         }
     }
 
     fn commit_version(&self) -> u64 {
+        self.version_used.set(true);
         self.version
     }
 
@@ -696,9 +774,9 @@ impl Store for EtcdStore {
     type Snapshot = EtcdSnapshot;
 
     fn snapshot(&self) -> EtcdSnapshot {
+        // Linearizable: the revision is chosen by the snapshot's first read, a quorum read.
         let read_time_ms = self.shared.options.clock.now_ms();
-        let at = self.shared.latest().map(|(point, _)| point);
-        EtcdSnapshot::new(self.shared.clone(), at, read_time_ms)
+        EtcdSnapshot::lazy(self.shared.clone(), Consistency::Strong, read_time_ms)
     }
 
     fn eventual_snapshot(&self) -> Option<EtcdSnapshot> {
