@@ -298,14 +298,13 @@ impl<'a, S: Store> AtomicOperation<'a, S> {
         let plan = Plan::validate(core, checks, mutations, &expires_at, enqueues)?;
         let outcome = core.store.commit(CommitOptions::default(), |view| plan.apply(view));
         match outcome {
-            Ok((seq, (versionstamp, touched, queued))) => {
+            Ok((seq, (written, touched, queued))) => {
+                let versionstamp = Versionstamp::from_sequence(seq);
                 // The versionstamp written into the write set is the version the store assigned.
                 if cfg!(any(feature = "invariants", debug_assertions)) {
-                    assert_eq!(
-                        Versionstamp::from_sequence(seq),
-                        versionstamp,
-                        "invariant violated: versionstamp"
-                    );
+                    if let Some(written) = written {
+                        assert_eq!(versionstamp, written, "invariant violated: versionstamp");
+                    }
                 }
                 core.watch.notify(&touched);
                 if !queued.is_empty() {
@@ -337,7 +336,7 @@ enum Expiry {
 
 /// What a successful commit reports: its versionstamp, the (encoded) keys it wrote, and
 /// the engine keys of the messages it enqueued.
-type Applied = (Versionstamp, Vec<Vec<u8>>, Vec<Vec<u8>>);
+type Applied = (Option<Versionstamp>, Vec<Vec<u8>>, Vec<Vec<u8>>);
 
 /// A key's state in the overlay: value and absolute expiry, or deleted.
 type Pending = Option<(KvValue, Option<u64>)>;
@@ -424,7 +423,12 @@ impl Plan {
                 return Err(Abort::CheckFailed);
             }
         }
-        let versionstamp = Versionstamp::from_sequence(view.commit_version());
+        // The commit's version is asked for only when it is written into the data (a
+        // versionstamped key, a queue record): a store that groups commits can then place
+        // this commit in its group as late as it joins.
+        let needs_version = !self.enqueues.is_empty()
+            || self.mutations.iter().any(|(_, kind, _)| matches!(kind, MutationKind::SetSuffixVersionstampedKey(_)));
+        let versionstamp = needs_version.then(|| Versionstamp::from_sequence(view.commit_version()));
         let now_ms = view.now_ms();
         let mut overlay: BTreeMap<Vec<u8>, Pending> = BTreeMap::new();
         for (key, kind, expiry) in &self.mutations {
@@ -440,6 +444,8 @@ impl Plan {
                     overlay.insert(key.clone(), None);
                 }
                 MutationKind::SetSuffixVersionstampedKey(value) => {
+                    let versionstamp =
+                        versionstamp.unwrap_or_else(|| Versionstamp::from_sequence(view.commit_version()));
                     let mut full_key = key.clone();
                     KeyPart::String(versionstamp.to_hex())
                         .encode_into(&mut full_key)
@@ -454,12 +460,15 @@ impl Plan {
                 }
             }
         }
-        let queued: Vec<Vec<u8>> = self
-            .enqueues
-            .iter()
-            .enumerate()
-            .map(|(index, enqueue)| enqueue.write(view, now_ms, versionstamp.sequence(), index as u32))
-            .collect();
+        let queued: Vec<Vec<u8>> = match versionstamp {
+            Some(versionstamp) => self
+                .enqueues
+                .iter()
+                .enumerate()
+                .map(|(index, enqueue)| enqueue.write(view, now_ms, versionstamp.sequence(), index as u32))
+                .collect(),
+            None => Vec::new(),
+        };
         for (key, pending) in &overlay {
             match pending {
                 Some((value, expires_at)) => view.put(key, &value.encode_stored(), *expires_at),
