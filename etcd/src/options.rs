@@ -19,7 +19,9 @@ pub struct EtcdOptions {
     /// The clock expiry is evaluated on. Servers sharing a database must keep their clocks
     /// close (NTP): skew moves the moment an entry with an expiry disappears.
     pub clock: Arc<dyn Clock>,
-    /// The longest one etcd call may take before it is abandoned (default 5 s).
+    /// The longest one etcd call may take before it is abandoned (default 2 s): a commit
+    /// sent to a leader that died is settled after it, so it bounds the pause a leader loss
+    /// causes.
     pub request_timeout: Duration,
     /// How long a read is retried through elections and lost members (default 10 s).
     pub read_timeout: Duration,
@@ -51,7 +53,7 @@ impl EtcdOptions {
             endpoints: endpoints.into_iter().map(Into::into).collect(),
             prefix: DEFAULT_PREFIX.to_string(),
             clock: Arc::new(SystemClock),
-            request_timeout: Duration::from_secs(5),
+            request_timeout: Duration::from_secs(2),
             read_timeout: Duration::from_secs(10),
             settle_timeout: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(3),

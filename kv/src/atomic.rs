@@ -427,7 +427,10 @@ impl Plan {
         // versionstamped key, a queue record): a store that groups commits can then place
         // this commit in its group as late as it joins.
         let needs_version = !self.enqueues.is_empty()
-            || self.mutations.iter().any(|(_, kind, _)| matches!(kind, MutationKind::SetSuffixVersionstampedKey(_)));
+            || self
+                .mutations
+                .iter()
+                .any(|(_, kind, _)| matches!(kind, MutationKind::SetSuffixVersionstampedKey(_)));
         let versionstamp = needs_version.then(|| Versionstamp::from_sequence(view.commit_version()));
         let now_ms = view.now_ms();
         let mut overlay: BTreeMap<Vec<u8>, Pending> = BTreeMap::new();
