@@ -224,7 +224,7 @@ impl BenchEngine for StampkvEngine {
     fn put_durable(&self, key: &[u8], value: &[u8]) {
         let mut batch = stampkv_engine::WriteBatch::new();
         batch.put(key, value);
-        let options = stampkv_engine::WriteOptions { sync: Some(true) };
+        let options = stampkv_engine::WriteOptions::with_sync(Some(true));
         self.db.write_opt(batch, options).expect("put");
     }
     fn get(&self, key: &[u8]) -> bool {

@@ -8,6 +8,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Everything that can go wrong in the engine.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum Error {
     /// An I/O error, with what was being done.
     Io {

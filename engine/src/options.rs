@@ -270,10 +270,19 @@ pub(crate) fn compression_for_level(
 
 /// Options of one write.
 #[derive(Debug, Clone, Copy, Default)]
+#[non_exhaustive]
 pub struct WriteOptions {
     /// Overrides the database's sync mode for this commit: `Some(true)` waits for an
     /// fdatasync, `Some(false)` only hands the commit to the OS.
     pub sync: Option<bool>,
+}
+
+impl WriteOptions {
+    /// The options of a write that syncs (`Some(true)`), does not (`Some(false)`), or follows
+    /// the database's sync mode (`None`).
+    pub fn with_sync(sync: Option<bool>) -> WriteOptions {
+        WriteOptions { sync }
+    }
 }
 
 #[cfg(test)]

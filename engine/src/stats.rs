@@ -40,6 +40,7 @@ fn load(counter: &AtomicU64) -> u64 {
 
 /// A snapshot of the engine's statistics.
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct Stats {
     /// Key and value bytes of all commits since open.
     pub user_bytes_written: u64,
@@ -166,6 +167,7 @@ impl Stats {
 
 /// Live data versus bytes on disk, from a full scan (see `Db::space_usage`).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[non_exhaustive]
 pub struct SpaceUsage {
     /// Key and value bytes of the entries a read would see now.
     pub live_bytes: u64,

@@ -34,6 +34,13 @@ pub struct KvOptions {
     pub limits: Limits,
 }
 
+impl KvOptions {
+    /// These engine options with Deno KV's default limits.
+    pub fn with_engine(engine: Options) -> KvOptions {
+        KvOptions { engine, limits: Limits::default() }
+    }
+}
+
 /// An open database over a store `S`: the LSM engine ([`EngineStore`]) unless opened
 /// with [`Kv::with_store`]. Cheap to clone; every clone uses the same database, from any
 /// thread.

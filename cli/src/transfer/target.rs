@@ -2,7 +2,6 @@
 //! directory can be wrong, and starting a restore into it.
 
 use crate::error::CliError;
-use stampkv::engine::Options;
 use stampkv::store::{ReadOnlyStore, Store};
 use stampkv::{Kv, KvError, KvOptions, Restore};
 use std::path::Path;
@@ -29,10 +28,8 @@ pub struct WriteOptions {
 const CURRENT: &str = "CURRENT";
 
 fn open(path: &Path, create: bool) -> Result<Kv, CliError> {
-    let options = KvOptions {
-        engine: Options { create_if_missing: create, ..Options::default() },
-        ..Default::default()
-    };
+    let options =
+        KvOptions::with_engine(stampkv::engine::Options { create_if_missing: create, ..Default::default() });
     Kv::open(path, options)
         .map_err(|e| CliError::failed(format!("cannot open the database {}: {e}", path.display())))
 }

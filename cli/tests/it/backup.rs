@@ -19,10 +19,9 @@ fn s(path: &Path) -> &str {
 /// The engine sizes of a test: tiny memtables and files, so flushes and compactions run
 /// all the time while the backup reads the directory.
 fn kv_options() -> KvOptions {
-    KvOptions {
-        engine: Options { sync_mode: SyncMode::Always, ..Options::tiny_for_tests() },
-        ..KvOptions::default()
-    }
+    let mut engine = Options::tiny_for_tests();
+    engine.sync_mode = SyncMode::Always;
+    KvOptions::with_engine(engine)
 }
 
 /// The commits a database holds: `["n", i]` for i in 0..n, each with value i. Checks that

@@ -262,10 +262,7 @@ fn queued_bytes_and_u64_values_are_exported_as_deno_serializes_them() {
     let db = dir.path().join("db");
     let kv = Kv::open(
         &db,
-        KvOptions {
-            engine: Options { sync_mode: SyncMode::Buffered, ..Options::default() },
-            ..Default::default()
-        },
+        KvOptions::with_engine(Options { sync_mode: SyncMode::Buffered, ..Options::default() }),
     )
     .unwrap();
     let later = EnqueueOptions { delay: Duration::from_secs(3600), ..Default::default() };

@@ -214,8 +214,9 @@ fn group_writer(
         }
         let sync = mixed_sync.then(|| rng.chance(50));
         let context = format!("{name} seed {seed} writer {t} commit {n}");
-        let seq =
-            db.write_opt(batch, WriteOptions { sync }).unwrap_or_else(|e| panic!("{context}: write: {e}"));
+        let seq = db
+            .write_opt(batch, WriteOptions::with_sync(sync))
+            .unwrap_or_else(|e| panic!("{context}: write: {e}"));
         assert!(seq > last_seq, "{context}: sequence {seq} after {last_seq}");
         last_seq = seq;
         // Acknowledged means visible: read your own write.

@@ -70,7 +70,7 @@ fn an_oversized_batch_is_refused_without_poisoning_the_database() {
         db.put(b"before", b"1").expect("put");
         let mut batch = WriteBatch::new();
         batch.put(b"huge", &vec![0u8; 128 << 20]);
-        match db.write_opt(batch, WriteOptions { sync: Some(true) }) {
+        match db.write_opt(batch, WriteOptions::with_sync(Some(true))) {
             Err(Error::InvalidArgument(what)) => assert!(what.contains("too large"), "{what}"),
             other => panic!("{mode:?}: an oversized batch gave {other:?}"),
         }

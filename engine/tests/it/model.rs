@@ -172,7 +172,7 @@ impl Harness {
     fn commit(&mut self, batch: WriteBatch, apply: impl FnOnce(&mut State, u64)) {
         let sync = self.rng.chance(30);
         let before = self.db().last_sequence();
-        let seq = self.db().write_opt(batch, WriteOptions { sync: Some(sync) }).expect("write");
+        let seq = self.db().write_opt(batch, WriteOptions::with_sync(Some(sync))).expect("write");
         assert_eq!(seq, before + 1, "{}: sequence numbers are dense per commit", self.context());
         let mut state = self.model().clone();
         apply(&mut state, seq);

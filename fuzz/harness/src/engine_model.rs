@@ -367,7 +367,7 @@ impl Harness {
         let before = self.db().last_sequence();
         let seq = self
             .db()
-            .write_opt(batch, WriteOptions { sync: Some(sync) })
+            .write_opt(batch, WriteOptions::with_sync(Some(sync)))
             .unwrap_or_else(|e| panic!("{}: write: {e}", self.ctx()));
         assert_eq!(seq, before + 1, "{}: sequence numbers are dense per commit", self.ctx());
         assert_eq!(self.db().last_sequence(), seq, "{}: a commit is visible when it returns", self.ctx());
@@ -389,7 +389,7 @@ impl Harness {
         let now = self.clock.now_ms();
         let exists = visible(self.model(), now, &ALL).iter().any(|e| e.key == key);
         let before = self.db().last_sequence();
-        let result = self.db().write_with(WriteOptions { sync: Some(sync) }, |view| {
+        let result = self.db().write_with(WriteOptions::with_sync(Some(sync)), |view| {
             assert_eq!(view.last_sequence(), before, "the view sees the latest commit");
             if view.get(&key)?.is_some() {
                 return Err(PutIfAbsentError::Exists);

@@ -195,7 +195,7 @@ fn options(clock: &Arc<ManualClock>) -> KvOptions {
     let mut engine = Options::tiny_for_tests();
     engine.background = BackgroundMode::Inline;
     engine.clock = clock.clone();
-    KvOptions { engine, ..KvOptions::default() }
+    KvOptions::with_engine(engine)
 }
 
 /// The selector's common prefix, which cursors leave out (the reference's rule).

@@ -100,7 +100,7 @@ fn harness() -> &'static Mutex<Harness> {
             max_open_files: 64,
             ..Options::default()
         };
-        let kv = Kv::open_in_memory(KvOptions { engine, ..KvOptions::default() }).expect("open the database");
+        let kv = Kv::open_in_memory(KvOptions::with_engine(engine)).expect("open the database");
         let server = Server::new(kv, Config::new(TOKEN)).expect("server");
         let router = stampkv_server::router(server.clone());
         Mutex::new(Harness { runtime, server, router, last_versionstamp: Vec::new(), writes: 0 })

@@ -88,7 +88,7 @@ impl Store for EngineStore {
         options: CommitOptions,
         mut build: impl FnMut(&mut dyn Transaction) -> Result<T, Abort>,
     ) -> Result<(u64, T), Abort> {
-        let options = WriteOptions { sync: options.sync };
+        let options = WriteOptions::with_sync(options.sync);
         self.db.write_with(options, |view| {
             let mut transaction = EngineTransaction { view, batch: WriteBatch::new() };
             let result = build(&mut transaction)?;
