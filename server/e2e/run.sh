@@ -40,18 +40,8 @@ cleanup() {
 trap cleanup EXIT
 
 export DENO_KV_ACCESS_TOKEN="e2e-token-$RANDOM-$RANDOM-$RANDOM"
-# wait_for_address PID LOG: waits for a "listening" log line; prints the address.
-wait_for_address() {
-  for _ in $(seq 1 100); do
-    if grep -q 'msg="listening"' "$2"; then break; fi
-    kill -0 "$1" 2>/dev/null || { cat "$2" >&2; fail "the process exited at start"; }
-    sleep 0.1
-  done
-  local addr
-  addr="$(grep -o 'addr=127\.0\.0\.1:[0-9]*' "$2" | head -1 | cut -d= -f2)"
-  [ -n "$addr" ] || { cat "$2" >&2; fail "the process did not report its address"; }
-  echo "$addr"
-}
+# shellcheck source=server/e2e/lib.sh
+source "$e2e/lib.sh"
 # start_server DIR LOG: starts `stampkv serve` on a free loopback port; sets server_pid and STAMPKV_URL.
 start_server() {
   "$stampkv" serve --path "$1" --addr 127.0.0.1:0 --access-token "$DENO_KV_ACCESS_TOKEN" 2>"$2" &

@@ -51,17 +51,8 @@ etcd_endpoints="$(sed -n 's/^endpoints=//p' "$scratch/cluster.out")"
 echo "cluster e2e: etcd at $etcd_endpoints"
 
 export DENO_KV_ACCESS_TOKEN="cluster-token-$RANDOM-$RANDOM-$RANDOM"
-wait_for_address() {
-  for _ in $(seq 1 150); do
-    if grep -q 'msg="listening"' "$2"; then break; fi
-    kill -0 "$1" 2>/dev/null || { cat "$2" >&2; fail "the process exited at start"; }
-    sleep 0.1
-  done
-  local addr
-  addr="$(grep -o 'addr=127\.0\.0\.1:[0-9]*' "$2" | head -1 | cut -d= -f2)"
-  [ -n "$addr" ] || { cat "$2" >&2; fail "the process did not report its address"; }
-  echo "$addr"
-}
+# shellcheck source=server/e2e/lib.sh
+source "$e2e/lib.sh"
 # serve PREFIX LOG: starts a server of the database under PREFIX; sets last_pid and last_url.
 serve() {
   "$stampkv" serve --etcd "$etcd_endpoints" --etcd-prefix "$1" --addr 127.0.0.1:0 \

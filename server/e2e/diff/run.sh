@@ -40,18 +40,8 @@ cleanup() {
 trap cleanup EXIT
 
 export DENO_KV_ACCESS_TOKEN="diff-token-$RANDOM-$RANDOM-$RANDOM"
-# wait_for_address PID LOG: waits for a "listening" log line; prints the address.
-wait_for_address() {
-  for _ in $(seq 1 100); do
-    if grep -q 'msg="listening"' "$2"; then break; fi
-    kill -0 "$1" 2>/dev/null || { cat "$2" >&2; fail "the process exited at start"; }
-    sleep 0.1
-  done
-  local addr
-  addr="$(grep -o 'addr=127\.0\.0\.1:[0-9]*' "$2" | head -1 | cut -d= -f2)"
-  [ -n "$addr" ] || { cat "$2" >&2; fail "the process did not report its address"; }
-  echo "$addr"
-}
+# shellcheck source=server/e2e/lib.sh
+source "$e2e/lib.sh"
 
 # One server read directly, and a second one behind an edge (each target gets a database of
 # its own, so the cases of both targets, run at the same time, use the same keys).
