@@ -26,6 +26,7 @@
 #![forbid(unsafe_code)]
 
 mod bridge;
+mod bulk;
 mod error;
 mod feed;
 mod group;
@@ -33,10 +34,12 @@ mod layout;
 mod metrics;
 mod options;
 mod snapshot;
+mod status;
 mod store;
 
 pub use layout::{ENVELOPE_HEADER_BYTES, LAYOUT_VERSION as FORMAT_VERSION};
 pub use metrics::{EtcdStats, LatencySummary};
 pub use options::{EtcdOptions, DEFAULT_PREFIX};
 pub use snapshot::{EtcdCursor, EtcdSnapshot};
+pub use status::MemberStatus;
 pub use store::{EtcdStore, REQUIRED_TXN_OPS};

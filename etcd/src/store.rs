@@ -16,7 +16,7 @@ use etcd_client::{
 };
 use parking_lot::Mutex;
 use stampkv::engine::Clock;
-use stampkv::store::{Abort, CommitOptions, ForeignCommitSink, Store, StoredEntry, Transaction};
+use stampkv::store::{Abort, BulkLoad, CommitOptions, ForeignCommitSink, Store, StoredEntry, Transaction};
 use stampkv::{KvError, StorageErrorKind};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -101,7 +101,10 @@ impl Shared {
     }
 
     /// Sends one transaction and waits for its answer.
-    fn txn(&self, txn: etcd_client::Txn) -> Result<Result<TxnResponse, etcd_client::Error>, KvError> {
+    pub(crate) fn txn(
+        &self,
+        txn: etcd_client::Txn,
+    ) -> Result<Result<TxnResponse, etcd_client::Error>, KvError> {
         let mut kv = self.kv.clone();
         let started = Instant::now();
         let result = self.bridge.run(async move { kv.txn(txn).await }).ok_or(KvError::Closed)?;
@@ -110,7 +113,7 @@ impl Shared {
     }
 
     /// The latest read point: a linearizable read of the counter.
-    fn latest(&self) -> Result<(ReadPoint, i64), KvError> {
+    pub(crate) fn latest(&self) -> Result<(ReadPoint, i64), KvError> {
         let response = self.read(self.layout.seq(), GetOptions::new(), "read the commit counter")?;
         point_of(&response)
     }
@@ -230,6 +233,16 @@ impl EtcdStore {
     /// The options the store was opened with.
     pub fn options(&self) -> &EtcdOptions {
         &self.shared.options
+    }
+
+    /// The runtime the store's calls run on.
+    pub(crate) fn bridge(&self) -> &Bridge {
+        &self.shared.bridge
+    }
+
+    /// A client of the cluster (the change feed's connection, for occasional calls).
+    pub(crate) fn client(&self) -> Client {
+        self.shared.feed_client.clone()
     }
 
     /// Counters and latencies of the store's etcd calls.
@@ -812,5 +825,12 @@ impl Store for EtcdStore {
 
     fn max_commit_writes(&self) -> usize {
         REQUIRED_TXN_OPS - COMMIT_OVERHEAD_OPS
+    }
+
+    /// Batches of entries, each one transaction, visible as they land; see the
+    /// [`bulk`](crate::bulk) module.
+    fn bulk_load(&self) -> Result<Box<dyn BulkLoad + '_>, KvError> {
+        self.shared.check_open()?;
+        Ok(Box::new(crate::bulk::EtcdBulkLoad::start(self.shared.clone())?))
     }
 }

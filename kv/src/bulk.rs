@@ -1,12 +1,15 @@
 //! A whole database out and back in: every entry with its versionstamp and expiry time, and
-//! every queued message, read from one snapshot ([`Kv::bulk_snapshot`]) and restored as
-//! one unit ([`Kv::restore`]) — what text dumps and other stores' files are made of.
+//! every queued message, read from one snapshot ([`Kv::bulk_snapshot`]) and restored
+//! ([`Kv::restore`]) — what text dumps and other stores' files are made of.
 //!
 //! A restore keeps versionstamps: an entry written with versionstamp `v` reads back with
-//! `v`, which ordinary commits cannot do (each gets the next one). It uses the engine's
-//! bulk ingestion ([`stampkv_engine::Ingest`]): entries go in key order straight to table
-//! files, and [`Restore::finish`] installs them all at once, or nothing if it fails or the
-//! restore is dropped. The rules:
+//! `v`, which ordinary commits cannot do (each gets the next one). It uses the store's bulk
+//! load ([`Store::bulk_load`]). On the engine that is its bulk ingestion
+//! ([`stampkv_engine::Ingest`]): entries go in key order straight to table files, and
+//! [`Restore::finish`] installs them all at once, or nothing if it fails or the restore is
+//! dropped. A store that cannot write a whole database in one step (etcd: one transaction
+//! holds a bounded number of operations) makes the entries visible batch by batch and
+//! says so in its documentation. The rules:
 //!
 //! - Entries come in strictly ascending key order, then queued messages in delivery order
 //!   (ascending deadline).
@@ -16,18 +19,16 @@
 //!   everything the restore writes with it, queued messages included.
 //! - Into a database that holds no data (a new one, or one emptied and compacted), any
 //!   versionstamps can be kept. Into one that holds data, every kept versionstamp must be
-//!   newer than its last commit (the restore is then like one more commit); `finish`
+//!   newer than its last commit (the restore is then like one more commit); the store
 //!   refuses otherwise.
-//! - No commit may happen while a restore runs: `finish` fails if one did.
+//! - No commit may happen while a restore runs: the store fails the restore if one did.
 //! - Afterwards the database's last versionstamp is at least the one given to `finish` (a
 //!   dump records the last versionstamp of its database), so later commits get newer ones.
 //! - Watches re-read their keys, and queue listeners see the restored messages.
 
 use crate::queue::record::{message_key, parse_message_key, MessageRecord, QUEUE_PREFIX};
-use crate::storage_error::from_engine;
-use crate::store::{EngineStore, Store, StoreCursor, StoreSnapshot, StoredEntry};
+use crate::store::{BulkLoad, EngineStore, Store, StoreCursor, StoreSnapshot, StoredEntry};
 use crate::{Key, Kv, KvError, KvValue, Versionstamp};
-use stampkv_engine::Ingest;
 
 /// The first byte of stampkv's reserved engine key space (the queue's records).
 const RESERVED_PREFIX: u8 = 0xFF;
@@ -161,11 +162,11 @@ impl<S: Store> BulkSnapshot<S> {
     }
 }
 
-/// A restore in progress; see the [module docs](self). Nothing is visible until
-/// [`Restore::finish`]; dropping it leaves the database unchanged.
-pub struct Restore<'a> {
-    kv: &'a Kv,
-    ingest: Ingest<'a>,
+/// A restore in progress; see the [module docs](self). On the engine nothing is visible
+/// until [`Restore::finish`], and dropping it leaves the database unchanged.
+pub struct Restore<'a, S: Store = EngineStore> {
+    kv: &'a Kv<S>,
+    load: Box<dyn BulkLoad + 'a>,
     own_seq: u64,
     own_used: bool,
     next_index: u32,
@@ -175,9 +176,12 @@ pub struct Restore<'a> {
     stored: Vec<u8>,
 }
 
-impl std::fmt::Debug for Restore<'_> {
+impl<S: Store> std::fmt::Debug for Restore<'_, S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Restore").field("ingest", &self.ingest).finish_non_exhaustive()
+        f.debug_struct("Restore")
+            .field("base_version", &self.load.base_version())
+            .field("written", &self.load.written())
+            .finish_non_exhaustive()
     }
 }
 
@@ -196,29 +200,19 @@ fn invalid(text: impl Into<String>) -> KvError {
     KvError::InvalidRestore(text.into())
 }
 
-/// The engine's refusals of an ingest are the restore's.
-fn from_ingest(error: stampkv_engine::Error) -> KvError {
-    match error {
-        stampkv_engine::Error::InvalidArgument(text) => KvError::InvalidRestore(text),
-        other => from_engine(other),
-    }
-}
-
 impl<S: Store> Kv<S> {
     /// A consistent view of the whole database, for export.
     pub fn bulk_snapshot(&self) -> BulkSnapshot<S> {
         BulkSnapshot { snapshot: self.inner.store.snapshot() }
     }
-}
 
-impl Kv {
     /// Starts a restore; see [`Restore`].
-    pub fn restore(&self) -> Result<Restore<'_>, KvError> {
-        let ingest = self.inner.store.db().ingest().map_err(from_ingest)?;
-        let own_seq = ingest.base_sequence() + 1;
+    pub fn restore(&self) -> Result<Restore<'_, S>, KvError> {
+        let load = self.inner.store.bulk_load()?;
+        let own_seq = load.base_version() + 1;
         Ok(Restore {
             kv: self,
-            ingest,
+            load,
             own_seq,
             own_used: false,
             next_index: 0,
@@ -230,7 +224,7 @@ impl Kv {
     }
 }
 
-impl Restore<'_> {
+impl<S: Store> Restore<'_, S> {
     /// The restore's own versionstamp: what an entry restored without one reads back with.
     pub fn versionstamp(&self) -> Versionstamp {
         Versionstamp::from_sequence(self.own_seq)
@@ -238,7 +232,7 @@ impl Restore<'_> {
 
     /// Entries and messages added so far.
     pub fn written(&self) -> u64 {
-        self.ingest.entries()
+        self.load.written()
     }
 
     /// Adds an entry: `key` with `value`, reading back with `versionstamp` (`None`: the
@@ -299,7 +293,7 @@ impl Restore<'_> {
         };
         self.stored.clear();
         self.stored.extend_from_slice(&value.encode_stored());
-        self.ingest.put(key, &self.stored, seq, expires_at_ms).map_err(from_ingest)?;
+        self.load.put(key, &self.stored, seq, expires_at_ms)?;
         match &mut self.last_key {
             Some(last) => {
                 last.clear();
@@ -329,7 +323,7 @@ impl Restore<'_> {
         self.next_index =
             index.checked_add(1).ok_or_else(|| invalid("more than 2^32 queued messages in one restore"))?;
         let key = message_key(message.deadline_ms, self.own_seq, index);
-        self.ingest.put(&key, &record.encode(), self.own_seq, None).map_err(from_ingest)?;
+        self.load.put(&key, &record.encode(), self.own_seq, None)?;
         self.in_messages = true;
         self.own_used = true;
         self.last_deadline = message.deadline_ms;
@@ -345,7 +339,7 @@ impl Restore<'_> {
         let floor = last_versionstamp.map_or(0, |v| v.sequence());
         let floor = if self.own_used { floor.max(self.own_seq) } else { floor };
         let kv = self.kv;
-        let summary = self.ingest.finish(floor).map_err(from_ingest)?;
+        let summary = self.load.finish(floor)?;
         kv.inner.watch.notify_all();
         if messages > 0 {
             kv.inner.queue.reload();
@@ -353,7 +347,7 @@ impl Restore<'_> {
         Ok(RestoreSummary {
             entries: summary.entries - messages,
             messages,
-            last_versionstamp: Versionstamp::from_sequence(summary.last_sequence),
+            last_versionstamp: Versionstamp::from_sequence(summary.last_version),
         })
     }
 }

@@ -2,7 +2,7 @@
 # End-to-end test of `stampkv serve` with real Deno 2.9.6 and the @deno/kv npm client:
 #  1. Deno's and Node's test programs against a fresh server (every remote-capable operation);
 #  2. Deno's view of the data equals an in-process `Kv` read of the directory after a clean stop;
-#  3. kill -9 of the server while Deno commits: after a restart every acknowledged commit is there;
+#  3. kill -9 of the server while 16 Deno writers commit: after a restart every acknowledged commit is there exactly once;
 #  4. `stampkv edge` in front of a server: @deno/kv's eventual reads are answered by the edge and
 #     its strong reads and writes reach the server (counted on both), and programs 1 pass through it.
 # Needs node and npm; installs deno@2.9.6 and @deno/kv into server/e2e/node_modules (not committed).
@@ -74,9 +74,9 @@ echo "e2e: 2. Deno's view equals an in-process read of the directory"
 "$dump_json" "$scratch/db" >"$scratch/rust.dump"
 node "$e2e/compare.mjs" "$scratch/deno.dump" "$scratch/rust.dump"
 
-echo "e2e: 3. kill -9 while Deno commits"
+echo "e2e: 3. kill -9 while 16 Deno writers commit"
 start_server "$scratch/killdb" "$scratch/kill.log"
-"$deno" run --unstable-kv -A "$e2e/deno_kill.ts" write "$scratch/acks" 2>"$scratch/writer.log" &
+"$deno" run --unstable-kv -A "$e2e/deno_kill.ts" write "$scratch/acks" 16 2>"$scratch/writer.log" &
 writer_pid=$!
 sleep 4
 kill -0 "$writer_pid" 2>/dev/null || { cat "$scratch/writer.log" >&2; fail "the writer stopped before the kill"; }

@@ -5,16 +5,17 @@ use crate::error::CliError;
 use crate::progress::Progress;
 use crate::transfer::dumpfile::{DumpReader, DumpWriter, Header, Record};
 use crate::transfer::target;
+use stampkv::store::Store;
+use stampkv::Kv;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, BufWriter, IsTerminal, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// Arguments of `stampkv dump`.
 #[derive(Debug, clap::Args)]
 pub struct DumpArgs {
-    /// The database directory.
-    #[arg(long)]
-    path: PathBuf,
+    #[command(flatten)]
+    location: target::Location,
     /// Write the dump to this file instead of standard output.
     #[arg(long, short)]
     output: Option<PathBuf>,
@@ -34,9 +35,9 @@ pub struct DumpArgs {
 pub struct LoadArgs {
     /// The dump to load (`-`: standard input).
     file: PathBuf,
-    /// The database directory (created if missing or empty).
-    #[arg(long)]
-    path: PathBuf,
+    /// The database: a directory (created if missing or empty), or a prefix on etcd.
+    #[command(flatten)]
+    location: target::Location,
     #[command(flatten)]
     write: target::WriteOptions,
 }
@@ -50,7 +51,14 @@ pub(crate) fn report(text: &str) {
 
 /// Runs `stampkv dump`.
 pub fn dump(args: DumpArgs) -> Result<(), CliError> {
-    let kv = target::open_existing(&args.path)?;
+    match args.location.open_to_read()? {
+        target::Source::Dir(kv) => dump_from(kv, &args),
+        target::Source::Etcd(kv) => dump_from(kv, &args),
+    }
+}
+
+fn dump_from<S: Store>(kv: Kv<S>, args: &DumpArgs) -> Result<(), CliError> {
+    let name = args.location.name();
     let snapshot = kv.bulk_snapshot();
     let header = Header {
         versionstamps: !args.no_versionstamps,
@@ -71,14 +79,13 @@ pub fn dump(args: DumpArgs) -> Result<(), CliError> {
         let writing = |e: io::Error| format!("writing the dump: {e}");
         let mut writer = DumpWriter::new(BufWriter::with_capacity(1 << 20, out), header).map_err(writing)?;
         for entry in snapshot.entries() {
-            let entry = entry.map_err(|e| format!("reading {}: {e}", args.path.display()))?;
+            let entry = entry.map_err(|e| format!("reading {name}: {e}"))?;
             writer.entry(&entry).map_err(writing)?;
             progress.advance(1);
         }
         if header.queue {
             for message in snapshot.messages() {
-                let message =
-                    message.map_err(|e| format!("reading the queue of {}: {e}", args.path.display()))?;
+                let message = message.map_err(|e| format!("reading the queue of {name}: {e}"))?;
                 writer.message(&message).map_err(writing)?;
                 progress.advance(1);
             }
@@ -91,7 +98,7 @@ pub fn dump(args: DumpArgs) -> Result<(), CliError> {
     })();
     progress.finish();
     drop(snapshot);
-    let closed = target::close(kv, &args.path);
+    let closed = target::close(kv, &name);
     let (entries, messages) = match result {
         Ok(counts) => counts,
         Err(message) => {
@@ -126,11 +133,10 @@ pub fn load(args: LoadArgs) -> Result<(), CliError> {
     let bad = |e: crate::transfer::dumpfile::FormatError| CliError::failed(format!("{name} {e}"));
     let mut reader = DumpReader::new(input).map_err(bad)?;
     let header = reader.header();
-    let kv = target::open_for_writing(&args.path)?;
-    let result = load_into(&kv, &args, &mut reader, &name, size);
-    let closed = target::close(kv, &args.path);
-    let (entries, messages) = result?;
-    closed?;
+    let (entries, messages) = match args.location.open_to_write()? {
+        target::Sink::Dir(kv) => load_and_close(kv, &args, &mut reader, &name, size, true)?,
+        target::Sink::Etcd(kv) => load_and_close(kv, &args, &mut reader, &name, size, false)?,
+    };
     report(&format!(
         "loaded {entries} entries and {messages} queued messages{}",
         if header.versionstamps && !args.write.new_versionstamps { ", versionstamps kept" } else { "" }
@@ -138,16 +144,35 @@ pub fn load(args: LoadArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-fn load_into(
-    kv: &stampkv::Kv,
+/// Loads the dump into `kv` and closes it; `atomic`: whether the store makes the load
+/// visible all at once.
+fn load_and_close<S: Store>(
+    kv: Kv<S>,
     args: &LoadArgs,
     reader: &mut DumpReader<Box<dyn BufRead>>,
     name: &str,
     size: Option<u64>,
+    atomic: bool,
+) -> Result<(u64, u64), CliError> {
+    let result = load_into(&kv, args, reader, name, size, atomic);
+    let closed = target::close(kv, &args.location.name());
+    let counts = result?;
+    closed?;
+    Ok(counts)
+}
+
+fn load_into<S: Store>(
+    kv: &Kv<S>,
+    args: &LoadArgs,
+    reader: &mut DumpReader<Box<dyn BufRead>>,
+    name: &str,
+    size: Option<u64>,
+    atomic: bool,
 ) -> Result<(u64, u64), CliError> {
     let header = reader.header();
     let keep_versionstamps = header.versionstamps && !args.write.new_versionstamps;
-    let mut restore = target::start_restore(kv, &args.path, args.write.force)?;
+    let database = args.location.name();
+    let mut restore = target::start_restore(kv, &database, args.write.force)?;
     let progress = match size {
         Some(size) => Progress::bytes("loading", size),
         None => Progress::new("loading", None),
@@ -179,6 +204,6 @@ fn load_into(
     progress.finish();
     result?;
     let last = if keep_versionstamps { header.last_versionstamp } else { None };
-    let summary = restore.finish(last).map_err(|e| target::finish_error(Path::new(&args.path), e))?;
+    let summary = restore.finish(last).map_err(|e| target::finish_error(&database, e, atomic))?;
     Ok((summary.entries, summary.messages))
 }

@@ -14,12 +14,14 @@ use crate::engine_error::{
 };
 use crate::error::CliError;
 use crate::output::out;
+use crate::transfer::target::{Location, Source};
 use indicatif::HumanBytes;
 use stampkv::engine::{
     fs::StdFs, repair as repair_database, verify as verify_database, Loss, Options, Problem,
 };
 use stampkv::store::ReadOnlyStore;
 use stampkv::{Kv, KvOptions};
+use stampkv_etcd::EtcdStore;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -174,17 +176,79 @@ fn show_loss(dir: &Path, loss: &Loss) -> String {
 /// Arguments of `stampkv stats`.
 #[derive(Debug, clap::Args)]
 pub struct StatsArgs {
-    /// The database directory (other readers may have it open; a writer may not).
-    #[arg(long)]
-    path: PathBuf,
+    /// The database: a directory (other readers may have it open; a writer may not), or a
+    /// prefix on etcd.
+    #[command(flatten)]
+    location: Location,
 }
 
 /// Runs `stampkv stats`: opens the database to read only (writing nothing to its
 /// directory), prints the shape of its tree and a full scan's count of live data.
 pub fn stats(args: StatsArgs) -> Result<(), CliError> {
-    require_database(&args.path)?;
-    let kv = Kv::open_read_only(&args.path, KvOptions::default()).map_err(|e| kv_error(&args.path, &e))?;
-    print_stats(kv.store(), &args.path)
+    let Some(path) = &args.location.path else {
+        return match args.location.open_to_read()? {
+            Source::Etcd(kv) => print_etcd_stats(kv, &args.location.name()),
+            Source::Dir(_) => Err(CliError::failed("give --path DIR or --etcd URL[,URL...]")),
+        };
+    };
+    require_database(path)?;
+    let kv = Kv::open_read_only(path, KvOptions::default()).map_err(|e| kv_error(path, &e))?;
+    print_stats(kv.store(), path)
+}
+
+/// `stats` of a database on etcd: its identity, a full scan's count of its live data,
+/// and each member's status.
+fn print_etcd_stats(kv: Kv<EtcdStore>, name: &str) -> Result<(), CliError> {
+    let failed = |e: stampkv::KvError| CliError::failed(format!("{name}: {e}"));
+    let snapshot = kv.bulk_snapshot();
+    let (mut entries, mut bytes, mut messages) = (0u64, 0u64, 0u64);
+    for entry in snapshot.entries() {
+        let entry = entry.map_err(failed)?;
+        entries += 1;
+        bytes += (entry.key.encode().map_or(0, |k| k.len()) + entry.value.encode_stored().len()) as u64;
+    }
+    for message in snapshot.messages() {
+        message.map_err(failed)?;
+        messages += 1;
+    }
+    let store = kv.store();
+    out!("database: {} (id {})", name, store.database_id());
+    out!("last versionstamp: {}", snapshot.last_versionstamp());
+    out!("live data (full scan): {entries} keys, {}; {messages} queued messages", HumanBytes(bytes));
+    out!(
+        "{:<28} {:>18} {:>8} {:>12} {:>8} {:>12}  errors",
+        "member",
+        "id",
+        "version",
+        "db size",
+        "leader",
+        "raft index"
+    );
+    for (endpoint, status) in store.member_statuses() {
+        match status {
+            Ok(status) => out!(
+                "{:<28} {:>18x} {:>8} {:>12} {:>8} {:>12}  {}",
+                endpoint,
+                status.member_id,
+                status.version,
+                HumanBytes(status.db_size.max(0) as u64).to_string(),
+                if status.is_leader { "yes" } else { "no" },
+                status.raft_index,
+                if status.errors.is_empty() { "-".to_string() } else { status.errors.join("; ") }
+            ),
+            Err(e) => out!("{endpoint:<28} does not answer: {e}"),
+        }
+    }
+    let alarms = store.alarms().map_err(failed)?;
+    if alarms.is_empty() {
+        out!("alarms: none");
+    } else {
+        for (member, alarm) in alarms {
+            out!("alarm: {alarm} on member {member:x}");
+        }
+    }
+    drop(snapshot);
+    kv.close().map_err(failed)
 }
 
 fn print_stats(store: &ReadOnlyStore, path: &Path) -> Result<(), CliError> {

@@ -174,9 +174,9 @@ fn not_deno(e: rusqlite::Error) -> String {
 
 /// Reads every entry and queued message of the file into `restore`; `now_ms` decides what
 /// has expired. `progress` is told of every row read.
-pub fn import(
+pub fn import<S: Store>(
     conn: &Connection,
-    restore: &mut Restore<'_>,
+    restore: &mut Restore<'_, S>,
     options: ImportOptions,
     now_ms: u64,
     mut progress: impl FnMut(u64),

@@ -12,6 +12,7 @@
     reason = "test code: a panic is a failed test"
 )]
 
+mod bulk;
 mod cluster;
 mod common;
 mod failover;

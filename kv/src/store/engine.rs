@@ -2,10 +2,15 @@
 //! commits: `build` runs once, under the engine's write lock, and the engine's sequence
 //! number is the commit's version.
 
-use super::seam::{Abort, CommitOptions, Store, StoreCursor, StoreSnapshot, StoredEntry, Transaction};
+use super::seam::{
+    Abort, BulkLoad, BulkLoadSummary, CommitOptions, Store, StoreCursor, StoreSnapshot, StoredEntry,
+    Transaction,
+};
 use crate::storage_error::from_engine;
 use crate::KvError;
-use stampkv_engine::{Clock, Db, DbCursor, DbIter, Entry, LatestView, Snapshot, WriteBatch, WriteOptions};
+use stampkv_engine::{
+    Clock, Db, DbCursor, DbIter, Entry, Ingest, LatestView, Snapshot, WriteBatch, WriteOptions,
+};
 use std::sync::Arc;
 
 /// The LSM engine under a database.
@@ -102,6 +107,57 @@ impl Store for EngineStore {
 
     fn close(&self) -> Result<(), KvError> {
         self.db.shutdown().map_err(from_engine)
+    }
+
+    /// The engine's ingest. A database that holds no entry but still has tables (all its
+    /// data was deleted) is compacted first, so that the load goes to the deepest level and
+    /// may keep any versions.
+    fn bulk_load(&self) -> Result<Box<dyn BulkLoad + '_>, KvError> {
+        let has_tables = self.db.stats().files_per_level.iter().any(|files| *files > 0);
+        if has_tables && !self.db.cursor::<&[u8], _>(..).next().map_err(from_engine)? {
+            self.db.compact().map_err(from_engine)?;
+        }
+        let ingest = self.db.ingest().map_err(from_ingest)?;
+        Ok(Box::new(EngineBulkLoad { ingest }))
+    }
+}
+
+/// The engine's bulk load: its ingest, which writes table files and installs them all at
+/// once in [`BulkLoad::finish`] (nothing is visible before; dropping it changes nothing).
+struct EngineBulkLoad<'a> {
+    ingest: Ingest<'a>,
+}
+
+/// The engine's refusals of an ingest are the restore's.
+fn from_ingest(error: stampkv_engine::Error) -> KvError {
+    match error {
+        stampkv_engine::Error::InvalidArgument(text) => KvError::InvalidRestore(text),
+        other => from_engine(other),
+    }
+}
+
+impl BulkLoad for EngineBulkLoad<'_> {
+    fn base_version(&self) -> u64 {
+        self.ingest.base_sequence()
+    }
+
+    fn put(
+        &mut self,
+        key: &[u8],
+        value: &[u8],
+        version: u64,
+        expires_at_ms: Option<u64>,
+    ) -> Result<(), KvError> {
+        self.ingest.put(key, value, version, expires_at_ms).map_err(from_ingest)
+    }
+
+    fn written(&self) -> u64 {
+        self.ingest.entries()
+    }
+
+    fn finish(self: Box<Self>, floor: u64) -> Result<BulkLoadSummary, KvError> {
+        let summary = self.ingest.finish(floor).map_err(from_ingest)?;
+        Ok(BulkLoadSummary { entries: summary.entries, last_version: summary.last_sequence })
     }
 }
 

@@ -89,6 +89,39 @@ pub trait StoreCursor: Send + 'static {
     fn expires_at_ms(&self) -> Option<u64>;
 }
 
+/// A bulk load in progress (see [`Store::bulk_load`]): entries in strictly ascending key
+/// order, each with the version it is to read back with.
+pub trait BulkLoad {
+    /// The version of the store's last commit when the load began; `base_version() + 1`
+    /// is the version the next commit would have had.
+    fn base_version(&self) -> u64;
+    /// Adds `key` = `value` (stored form) with `version`, expiring at `expires_at_ms` if
+    /// given. Keys come in strictly ascending order; `version` is at least 1, and greater
+    /// than [`BulkLoad::base_version`] unless the store held no entry when the load began.
+    /// A refused entry is a [`KvError::InvalidRestore`].
+    fn put(
+        &mut self,
+        key: &[u8],
+        value: &[u8],
+        version: u64,
+        expires_at_ms: Option<u64>,
+    ) -> Result<(), KvError>;
+    /// Entries added so far.
+    fn written(&self) -> u64;
+    /// Makes the load visible and durable, and raises the store's last version to at least
+    /// `floor` and every version put. Fails if a commit happened since the load began.
+    fn finish(self: Box<Self>, floor: u64) -> Result<BulkLoadSummary, KvError>;
+}
+
+/// What a finished [`BulkLoad`] wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BulkLoadSummary {
+    /// Entries written.
+    pub entries: u64,
+    /// The store's last version afterwards.
+    pub last_version: u64,
+}
+
 /// A store under the Deno KV layer; see the [`store`](super) module documentation for
 /// the contract.
 pub trait Store: Send + Sync + std::fmt::Debug + 'static {
@@ -141,6 +174,13 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// queue hubs' locks, under which the layer above reads the store.
     fn subscribe_foreign_commits(&self, sink: ForeignCommitSink) {
         let _ = sink;
+    }
+
+    /// Starts a bulk load: a whole database written with the versions it had (a restore).
+    /// Whether the load becomes visible at once or as it goes is the store's to say; the
+    /// default refuses.
+    fn bulk_load(&self) -> Result<Box<dyn BulkLoad + '_>, KvError> {
+        Err(KvError::InvalidRestore("this store cannot restore a database".into()))
     }
 
     /// The most bytes of keys and values one commit should carry; the layer above splits

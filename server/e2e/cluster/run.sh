@@ -5,9 +5,11 @@
 #  2. two servers of one database at once: writes through one, reads, checks, sums and watches
 #     through the other (two_servers.ts with Deno, two_servers.mjs with @deno/kv);
 #  3. `stampkv edge` in front of the second server: Deno's test program through it;
-#  4. kill -9 of a server while Deno commits through it: every acknowledged commit is read
-#     back through the other server;
-#  5. the differential suite (../diff) with its servers on the cluster.
+#  4. kill -9 of a server while 16 Deno writers commit through it: every acknowledged commit
+#     is read back through the other server exactly once, versionstamps increasing;
+#  5. the differential suite (../diff) with its servers on the cluster;
+#  6. the CLI's transfers (../../../cli/e2e) with real Deno's files, and on the cluster too:
+#     import-deno, dump, load both ways between a directory and the cluster, stats, export-deno.
 # Needs etcd (Debian's etcd-server), node and npm.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -81,13 +83,13 @@ pids+=($!)
 edge_url="http://$(wait_for_address "${pids[-1]}" "$scratch/edge.log")"
 STAMPKV_URL="$edge_url" "$deno" test --unstable-kv -A "$e2e/deno_test.ts"
 
-echo "cluster e2e: 4. kill -9 of a server while Deno commits through it"
+echo "cluster e2e: 4. kill -9 of a server while 16 Deno writers commit through it"
 serve "e2e-kill-$$/" "$scratch/victim.log"
 victim="$last_pid"
 victim_url="$last_url"
 serve "e2e-kill-$$/" "$scratch/survivor.log"
 survivor_url="$last_url"
-STAMPKV_URL="$victim_url" "$deno" run --unstable-kv -A "$e2e/deno_kill.ts" write "$scratch/acks" 2>"$scratch/writer.log" &
+STAMPKV_URL="$victim_url" "$deno" run --unstable-kv -A "$e2e/deno_kill.ts" write "$scratch/acks" 16 2>"$scratch/writer.log" &
 writer=$!
 pids+=("$writer")
 sleep 4
@@ -100,6 +102,9 @@ STAMPKV_URL="$survivor_url" "$deno" run --unstable-kv -A "$e2e/deno_kill.ts" che
 
 echo "cluster e2e: 5. differential suite with the servers on the cluster"
 STAMPKV_BIN="$stampkv" STAMPKV_ETCD="$etcd_endpoints" bash "$e2e/diff/run.sh"
+
+echo "cluster e2e: 6. the CLI's transfers, on a directory and on the cluster"
+STAMPKV_ETCD="$etcd_endpoints" bash "$root/cli/e2e/run.sh"
 
 for pid in "${pids[@]}"; do
   [ "$pid" = "$victim" ] || [ "$pid" = "$writer" ] || kill -0 "$pid" 2>/dev/null || { cat "$scratch"/*.log >&2; fail "a process died during the run"; }
