@@ -211,7 +211,9 @@ impl StampkvEngine {
 
     /// [`StampkvEngine::open`] with the given compression and block cache size.
     pub fn open_with(dir: &Path, compression: Compression, block_cache_bytes: usize) -> Self {
-        let mut options = Options { sync_mode: SyncMode::Buffered, block_cache_bytes, ..Options::default() };
+        let mut options = Options::default();
+        options.sync_mode = SyncMode::Buffered;
+        options.block_cache_bytes = block_cache_bytes;
         options.table.compression = compression;
         StampkvEngine { db: Db::open(dir, options).expect("open stampkv") }
     }

@@ -33,8 +33,10 @@ pub enum BackgroundMode {
     Inline,
 }
 
-/// Options for opening a database.
+/// Options for opening a database. New fields may be added: build them from
+/// [`Options::default`] and set the fields that differ.
 #[derive(Clone)]
+#[non_exhaustive]
 pub struct Options {
     /// Create the directory and database if missing (default true).
     pub create_if_missing: bool,

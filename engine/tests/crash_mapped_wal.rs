@@ -35,7 +35,10 @@ const VALUE_BYTES: usize = 1000;
 const CYCLES: u64 = 3;
 
 fn options() -> Options {
-    Options { sync_mode: SyncMode::Buffered, write_buffer_size: 16 << 20, ..Options::default() }
+    let mut options = Options::default();
+    options.sync_mode = SyncMode::Buffered;
+    options.write_buffer_size = 16 << 20;
+    options
 }
 
 fn key(id: u64) -> [u8; 8] {

@@ -24,8 +24,10 @@ use stampkv_engine::{Db, Options, ReadOnlyDb};
 use std::path::Path;
 use std::sync::Arc;
 
-/// Options for opening a database.
+/// Options for opening a database. New fields may be added: build them from
+/// [`KvOptions::default`] or [`KvOptions::with_engine`] and set the fields that differ.
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct KvOptions {
     /// Storage engine options (sync mode, memtable size, clock, ...). The default syncs
     /// every commit before it is acknowledged.

@@ -260,11 +260,9 @@ fn a_deno_file_is_imported_with_versionstamps_expiry_and_queue_and_exported_back
 fn queued_bytes_and_u64_values_are_exported_as_deno_serializes_them() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("db");
-    let kv = Kv::open(
-        &db,
-        KvOptions::with_engine(Options { sync_mode: SyncMode::Buffered, ..Options::default() }),
-    )
-    .unwrap();
+    let mut engine = Options::default();
+    engine.sync_mode = SyncMode::Buffered;
+    let kv = Kv::open(&db, KvOptions::with_engine(engine)).unwrap();
     let later = EnqueueOptions { delay: Duration::from_secs(3600), ..Default::default() };
     kv.enqueue(&KvValue::Bytes(vec![1, 2]), later.clone()).unwrap();
     kv.enqueue(&KvValue::U64(5), EnqueueOptions { delay: Duration::from_secs(3601), ..later }).unwrap();

@@ -13,10 +13,9 @@ use std::path::Path;
 use std::time::Duration;
 
 fn fast() -> KvOptions {
-    KvOptions {
-        engine: Options { sync_mode: SyncMode::Buffered, ..Options::default() },
-        ..KvOptions::default()
-    }
+    let mut engine = Options::default();
+    engine.sync_mode = SyncMode::Buffered;
+    KvOptions::with_engine(engine)
 }
 
 /// Every key part kind, edge values included.

@@ -17,10 +17,9 @@ fn run(command: &str, dir: &Path) -> (i32, String, String) {
 }
 
 fn kv_options() -> KvOptions {
-    KvOptions {
-        engine: Options { wal_preallocate_bytes: 0, ..Options::tiny_for_tests() },
-        ..KvOptions::default()
-    }
+    let mut engine = Options::tiny_for_tests();
+    engine.wal_preallocate_bytes = 0;
+    KvOptions::with_engine(engine)
 }
 
 /// A closed database of `count` keys `["k", i]` = i (some overwritten twice), with tables

@@ -115,8 +115,9 @@ impl SegmentDir for WalDir {
     }
 }
 
-/// What opening the database found in the write-ahead log.
+/// What opening the database found in the write-ahead log. New fields may be added.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RecoveryReport {
     /// WAL segments replayed.
     pub segments: Vec<u64>,

@@ -4,8 +4,9 @@
 use super::Db;
 use crate::version::Version;
 
-/// One live table file.
+/// One live table file. New fields may be added.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct TableFileInfo {
     /// The level it is in (0 to 6).
     pub level: usize,

@@ -17,7 +17,9 @@ fn kv(k: &str, v: &str) -> (Vec<u8>, Vec<u8>) {
 }
 
 fn tiny_inline() -> Options {
-    Options { background: BackgroundMode::Inline, ..Options::tiny_for_tests() }
+    let mut options = Options::tiny_for_tests();
+    options.background = BackgroundMode::Inline;
+    options
 }
 
 #[test]
@@ -65,7 +67,8 @@ fn empty_commits_use_a_sequence_number_that_survives_restarts() {
 
 #[test]
 fn ranges_respect_bounds_in_both_directions_across_memtables_and_levels() {
-    let options = Options { sync_mode: SyncMode::Buffered, ..tiny_inline() };
+    let mut options = tiny_inline();
+    options.sync_mode = SyncMode::Buffered;
     let db = Db::open_in_memory(options).unwrap();
     for i in 0..3000u32 {
         db.put(format!("key{i:04}").as_bytes(), format!("value-{i:020}").as_bytes()).unwrap();
@@ -129,7 +132,8 @@ fn snapshots_keep_their_view_through_overwrites_flushes_and_compactions() {
 #[test]
 fn data_survives_close_and_reopen_on_disk() {
     let dir = tempfile::tempdir().unwrap();
-    let options = Options { sync_mode: SyncMode::Buffered, ..Options::tiny_for_tests() };
+    let mut options = Options::tiny_for_tests();
+    options.sync_mode = SyncMode::Buffered;
     {
         let db = Db::open(dir.path(), options.clone()).unwrap();
         for i in 0..500u32 {
@@ -161,7 +165,8 @@ fn a_second_open_of_the_same_directory_fails_clearly() {
 #[test]
 fn expired_entries_vanish_at_their_deadline_and_compaction_removes_them() {
     let clock = Arc::new(ManualClock::new(10_000));
-    let options = Options { clock: clock.clone(), ..tiny_inline() };
+    let mut options = tiny_inline();
+    options.clock = clock.clone();
     let db = Db::open_in_memory(options).unwrap();
     let mut batch = WriteBatch::new();
     for i in 0..300u32 {
@@ -209,7 +214,8 @@ fn write_with_sees_the_latest_state_and_an_error_commits_nothing() {
 #[test]
 fn a_damaged_table_is_reported_as_corruption_never_as_data() {
     let dir = tempfile::tempdir().unwrap();
-    let options = Options { block_cache_bytes: 0, ..Options::tiny_for_tests() };
+    let mut options = Options::tiny_for_tests();
+    options.block_cache_bytes = 0;
     {
         let db = Db::open(dir.path(), options.clone()).unwrap();
         for i in 0..300u32 {
@@ -249,7 +255,8 @@ fn a_damaged_table_is_reported_as_corruption_never_as_data() {
 
 /// Writes `count` synced single-key commits and returns the WAL segment's path.
 fn synced_wal(fs: &MemFs, count: u32) -> std::path::PathBuf {
-    let options = Options { wal_preallocate_bytes: 0, ..Options::default() };
+    let mut options = Options::default();
+    options.wal_preallocate_bytes = 0;
     let db = Db::open_with_fs(Arc::new(fs.clone()), "/w", options).unwrap();
     for i in 0..count {
         db.put(format!("k{i:03}").as_bytes(), &[1; 200]).unwrap();
@@ -268,7 +275,8 @@ fn damage_inside_synced_wal_data_fails_the_open_unless_salvage_is_asked_for() {
     let err = Db::open_with_fs(Arc::new(crashed.clone()), "/w", Options::default()).unwrap_err();
     assert!(err.is_corruption(), "{err}");
     assert!(err.to_string().contains(".log"), "{err}");
-    let salvage = Options { wal_recovery_mode: RecoveryMode::PointInTime, ..Options::default() };
+    let mut salvage = Options::default();
+    salvage.wal_recovery_mode = RecoveryMode::PointInTime;
     let db = Db::open_with_fs(Arc::new(crashed), "/w", salvage).unwrap();
     let recovered = collect(db.iter());
     assert!(!recovered.is_empty() && recovered.len() < 50, "a prefix: {}", recovered.len());
@@ -371,7 +379,9 @@ fn statistics_report_levels_and_write_amplification() {
 
 #[test]
 fn writes_stall_instead_of_growing_memory_without_bound() {
-    let options = Options { max_immutable_memtables: 1, memtables_per_flush: 1, ..Options::tiny_for_tests() };
+    let mut options = Options::tiny_for_tests();
+    options.max_immutable_memtables = 1;
+    options.memtables_per_flush = 1;
     let db = Db::open_in_memory(options.clone()).unwrap();
     let mut peak = 0;
     for i in 0..5_000u32 {
@@ -385,10 +395,12 @@ fn writes_stall_instead_of_growing_memory_without_bound() {
 
 #[test]
 fn bad_options_are_rejected_with_a_message() {
-    let options = Options { write_buffer_size: 10, ..Options::default() };
+    let mut options = Options::default();
+    options.write_buffer_size = 10;
     let err = Db::open_in_memory(options).unwrap_err();
     assert!(matches!(err, Error::InvalidArgument(ref m) if m.contains("write_buffer_size")), "{err}");
-    let options = Options { create_if_missing: false, ..Options::default() };
+    let mut options = Options::default();
+    options.create_if_missing = false;
     let dir = tempfile::tempdir().unwrap();
     let err = Db::open(dir.path().join("absent"), options).unwrap_err();
     assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
@@ -407,7 +419,8 @@ fn snapshots_outlive_a_closed_database() {
 fn expired_values_in_cold_tables_are_reclaimed_without_further_writes() {
     let clock = Arc::new(ManualClock::new(50_000));
     // Uncompressed: the repeated-byte values would otherwise shrink to almost nothing.
-    let mut options = Options { clock: clock.clone(), ..Options::tiny_for_tests() };
+    let mut options = Options::tiny_for_tests();
+    options.clock = clock.clone();
     options.table.compression = Compression::None;
     let db = Db::open_in_memory(options).unwrap();
     let mut batch = WriteBatch::new();
@@ -444,8 +457,9 @@ fn json_value(i: u32) -> Vec<u8> {
 
 /// Writes compressible entries through flushes and compactions, then compacts all;
 /// returns the stats and checks that everything reads back.
-fn write_compressible(options: Options) -> stampkv_engine::Stats {
-    let db = Db::open_in_memory(Options { background: BackgroundMode::Inline, ..options }).unwrap();
+fn write_compressible(mut options: Options) -> stampkv_engine::Stats {
+    options.background = BackgroundMode::Inline;
+    let db = Db::open_in_memory(options).unwrap();
     for i in 0..3000u32 {
         db.put(format!("key{i:06}").as_bytes(), &json_value(i)).unwrap();
     }
@@ -486,10 +500,8 @@ fn compression_can_be_turned_off() {
 #[test]
 fn compression_follows_the_level_written() {
     // Level 0 uncompressed, every deeper level LZ4.
-    let options = Options {
-        compression_per_level: vec![Compression::None, Compression::Lz4],
-        ..Options::tiny_for_tests()
-    };
+    let mut options = Options::tiny_for_tests();
+    options.compression_per_level = vec![Compression::None, Compression::Lz4];
     assert_eq!(options.compression_for_level(0), Compression::None);
     assert_eq!(options.compression_for_level(1), Compression::Lz4);
     assert_eq!(options.compression_for_level(6), Compression::Lz4);
@@ -504,15 +516,13 @@ fn compression_follows_the_level_written() {
 
 #[test]
 fn frozen_memtables_wait_for_a_full_flush_and_are_merged_into_one_table() {
-    let options = Options {
-        memtables_per_flush: 3,
-        max_immutable_memtables: 3,
-        // No level-0 compaction, so that level 0 shows each flush's table.
-        l0_compaction_trigger: 50,
-        l0_slowdown_trigger: 50,
-        l0_stop_trigger: 50,
-        ..tiny_inline()
-    };
+    let mut options = tiny_inline();
+    options.memtables_per_flush = 3;
+    options.max_immutable_memtables = 3;
+    // No level-0 compaction, so that level 0 shows each flush's table.
+    options.l0_compaction_trigger = 50;
+    options.l0_slowdown_trigger = 50;
+    options.l0_stop_trigger = 50;
     let fs = MemFs::new();
     let db = Db::open_with_fs(Arc::new(fs.clone()), "/m", options.clone()).unwrap();
     let mut model = std::collections::BTreeMap::new();
@@ -562,7 +572,9 @@ fn frozen_memtables_wait_for_a_full_flush_and_are_merged_into_one_table() {
 
 #[test]
 fn flush_writes_frozen_memtables_short_of_a_full_flush_with_background_threads() {
-    let options = Options { memtables_per_flush: 3, max_immutable_memtables: 3, ..Options::tiny_for_tests() };
+    let mut options = Options::tiny_for_tests();
+    options.memtables_per_flush = 3;
+    options.max_immutable_memtables = 3;
     let db = Db::open_in_memory(options).unwrap();
     let mut i = 0u32;
     // One frozen memtable, which waits for two more before the flush thread takes it.

@@ -29,13 +29,16 @@ fn commit(db: &Db, i: u64) -> u64 {
 }
 
 fn options(sync_mode: SyncMode) -> Options {
-    Options { sync_mode, ..Options::tiny_for_tests() }
+    let mut options = Options::tiny_for_tests();
+    options.sync_mode = sync_mode;
+    options
 }
 
 /// The commits a restored copy holds: checks they are exactly commits `0..n` and returns n.
 fn commits_in(fs: Arc<dyn Fs>, dir: &Path) -> u64 {
-    let db =
-        Db::open_with_fs(fs, dir, Options { create_if_missing: false, ..Options::tiny_for_tests() }).unwrap();
+    let mut options = Options::tiny_for_tests();
+    options.create_if_missing = false;
+    let db = Db::open_with_fs(fs, dir, options).unwrap();
     let mut n = 0;
     for entry in db.range(b"commit/".as_slice()..b"commit0".as_slice()) {
         let entry = entry.unwrap();
@@ -228,7 +231,8 @@ fn restore_refuses_incomplete_or_damaged_checkpoints() {
 /// flight must notice and start over.
 fn disrupted_checkpoint(change: impl Fn(&Db, &mut u64)) {
     let fs = MemFs::new();
-    let options = Options { background: BackgroundMode::Inline, ..options(SyncMode::Buffered) };
+    let mut options = options(SyncMode::Buffered);
+    options.background = BackgroundMode::Inline;
     let db = Db::open_with_fs(Arc::new(fs.clone()), "/db", options).unwrap();
     let mut n = 0;
     while n < 400 {

@@ -68,7 +68,10 @@ impl Store {
 }
 
 fn tiny(sync_mode: SyncMode, background: BackgroundMode) -> Options {
-    Options { sync_mode, background, ..Options::tiny_for_tests() }
+    let mut options = Options::tiny_for_tests();
+    options.sync_mode = sync_mode;
+    options.background = background;
+    options
 }
 
 fn scan_all(db: &Db) -> Vec<Entry> {

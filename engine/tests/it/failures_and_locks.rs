@@ -15,7 +15,9 @@ use std::thread;
 const MODES: [BackgroundMode; 2] = [BackgroundMode::Threads, BackgroundMode::Inline];
 
 fn options(background: BackgroundMode) -> Options {
-    Options { background, ..Options::tiny_for_tests() }
+    let mut options = Options::tiny_for_tests();
+    options.background = background;
+    options
 }
 
 #[test]
@@ -86,7 +88,8 @@ fn an_oversized_batch_is_refused_without_poisoning_the_database() {
 fn every_locking_path_keeps_the_one_lock_order_in_both_modes() {
     for mode in MODES {
         for sync_mode in [SyncMode::Always, SyncMode::Buffered] {
-            let options = Options { sync_mode, ..options(mode) };
+            let mut options = options(mode);
+            options.sync_mode = sync_mode;
             let db = Arc::new(Db::open_in_memory(options).expect("open"));
             let workers: Vec<_> = (0..4u32)
                 .map(|t| {

@@ -16,7 +16,10 @@ fn options() -> Options {
     // failures hit every kind of file operation. Inline background work makes each run
     // deterministic.
     // A small manifest limit makes manifests roll over (a rename of CURRENT) too.
-    Options { background: BackgroundMode::Inline, max_manifest_bytes: 128, ..Options::tiny_for_tests() }
+    let mut options = Options::tiny_for_tests();
+    options.background = BackgroundMode::Inline;
+    options.max_manifest_bytes = 128;
+    options
 }
 
 fn key(i: u32) -> Vec<u8> {

@@ -5,7 +5,9 @@ use stampkv_engine::{BackgroundMode, Db, Error, Options, WriteBatch};
 use std::path::Path;
 
 fn options() -> Options {
-    Options { background: BackgroundMode::Inline, ..Options::tiny_for_tests() }
+    let mut options = Options::tiny_for_tests();
+    options.background = BackgroundMode::Inline;
+    options
 }
 
 fn table_files(dir: &Path) -> Vec<String> {

@@ -9,8 +9,7 @@
 use crate::common::{env_or, Rng};
 use stampkv_engine::fs::{CrashPolicy, Fs, MemFs};
 use stampkv_engine::{
-    repair, verify, BackgroundMode, Db, Error, Loss, Options, RepairReport, TableOptions, VerifyReport,
-    WriteBatch,
+    repair, verify, BackgroundMode, Db, Error, Loss, Options, RepairReport, VerifyReport, WriteBatch,
 };
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -19,19 +18,19 @@ use std::sync::Arc;
 const DIR: &str = "/db";
 
 fn options() -> Options {
-    Options {
-        background: BackgroundMode::Inline,
-        create_if_missing: true,
-        write_buffer_size: 6 << 10,
-        wal_preallocate_bytes: 16 << 10,
-        table: TableOptions { block_size: 256, restart_interval: 4, ..TableOptions::default() },
-        l0_compaction_trigger: 3,
-        target_file_size: 6 << 10,
-        level1_target_bytes: 16 << 10,
-        level_size_ratio: 4,
-        max_manifest_bytes: 64 << 10,
-        ..Options::default()
-    }
+    let mut options = Options::default();
+    options.background = BackgroundMode::Inline;
+    options.create_if_missing = true;
+    options.write_buffer_size = 6 << 10;
+    options.wal_preallocate_bytes = 16 << 10;
+    options.table.block_size = 256;
+    options.table.restart_interval = 4;
+    options.l0_compaction_trigger = 3;
+    options.target_file_size = 6 << 10;
+    options.level1_target_bytes = 16 << 10;
+    options.level_size_ratio = 4;
+    options.max_manifest_bytes = 64 << 10;
+    options
 }
 
 /// Every version each key had: (sequence, value or deletion), oldest first.
@@ -97,7 +96,8 @@ fn newest(history: &History) -> BTreeMap<Vec<u8>, Vec<u8>> {
 }
 
 fn contents(fs: &MemFs) -> BTreeMap<Vec<u8>, Vec<u8>> {
-    let options = Options { create_if_missing: false, ..options() };
+    let mut options = options();
+    options.create_if_missing = false;
     let db = Db::open_with_fs(Arc::new(fs.clone()), DIR, options).unwrap();
     let map = db.iter().map(|e| e.unwrap()).map(|e| (e.key, e.value)).collect();
     db.close().unwrap();

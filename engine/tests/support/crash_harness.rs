@@ -21,7 +21,7 @@
 pub mod common;
 
 use common::{env_or, Rng};
-use stampkv_engine::{Db, Entry, Options, SyncMode, TableOptions, WriteBatch};
+use stampkv_engine::{Db, Entry, Options, SyncMode, WriteBatch};
 use stampkv_testkit::process::{collect_lines, collect_text, killed_by_sigkill};
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -48,16 +48,16 @@ const DELETE_LOOKBACK: u64 = 64;
 
 /// Small sizes so that flushes and compactions happen while the child runs.
 fn options(sync_mode: SyncMode) -> Options {
-    Options {
-        sync_mode,
-        write_buffer_size: 64 << 10,
-        wal_preallocate_bytes: 64 << 10,
-        target_file_size: 64 << 10,
-        level1_target_bytes: 256 << 10,
-        max_manifest_bytes: 64 << 10,
-        table: TableOptions { block_size: 512, restart_interval: 8, ..TableOptions::default() },
-        ..Options::default()
-    }
+    let mut options = Options::default();
+    options.sync_mode = sync_mode;
+    options.write_buffer_size = 64 << 10;
+    options.wal_preallocate_bytes = 64 << 10;
+    options.target_file_size = 64 << 10;
+    options.level1_target_bytes = 256 << 10;
+    options.max_manifest_bytes = 64 << 10;
+    options.table.block_size = 512;
+    options.table.restart_interval = 8;
+    options
 }
 
 // ---------------------------------------------------------------------------------------

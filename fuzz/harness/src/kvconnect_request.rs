@@ -92,14 +92,12 @@ fn harness() -> &'static Mutex<Harness> {
     static HARNESS: OnceLock<Mutex<Harness>> = OnceLock::new();
     HARNESS.get_or_init(|| {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
-        let engine = Options {
-            write_buffer_size: 256 << 10,
-            sync_mode: SyncMode::Buffered,
-            wal_preallocate_bytes: 0,
-            block_cache_bytes: 1 << 20,
-            max_open_files: 64,
-            ..Options::default()
-        };
+        let mut engine = Options::default();
+        engine.write_buffer_size = 256 << 10;
+        engine.sync_mode = SyncMode::Buffered;
+        engine.wal_preallocate_bytes = 0;
+        engine.block_cache_bytes = 1 << 20;
+        engine.max_open_files = 64;
         let kv = Kv::open_in_memory(KvOptions::with_engine(engine)).expect("open the database");
         let server = Server::new(kv, Config::new(TOKEN)).expect("server");
         let router = stampkv_server::router(server.clone());

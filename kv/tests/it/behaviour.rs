@@ -9,7 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 fn clocked(clock: &Arc<ManualClock>) -> KvOptions {
-    KvOptions { engine: Options { clock: clock.clone(), ..Options::default() }, ..KvOptions::default() }
+    let mut engine = Options::default();
+    engine.clock = clock.clone();
+    KvOptions::with_engine(engine)
 }
 
 for_each_store! {
@@ -246,9 +248,10 @@ fn compaction_removes_expired_entries_physically() {
 
 #[test]
 fn versionstamps_keep_increasing_across_reopen_and_crashes() {
-    let options = || KvOptions {
-        engine: Options { sync_mode: SyncMode::Always, ..Options::default() },
-        ..KvOptions::default()
+    let options = || {
+        let mut engine = Options::default();
+        engine.sync_mode = SyncMode::Always;
+        KvOptions::with_engine(engine)
     };
     let mut fs = MemFs::new();
     let mut kv = Kv::open_with_fs(Arc::new(fs.clone()), "/kv", options()).unwrap();

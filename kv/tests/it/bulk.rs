@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 const NOW_MS: u64 = 1_700_000_000_000;
 
 fn clocked(clock: &Arc<ManualClock>) -> KvOptions {
-    KvOptions { engine: Options { clock: clock.clone(), ..Options::default() }, ..KvOptions::default() }
+    let mut engine = Options::default();
+    engine.clock = clock.clone();
+    KvOptions::with_engine(engine)
 }
 
 fn sample(kv: &Kv) {

@@ -61,9 +61,9 @@ for_each_store! {
 
     fn clocked(now_ms: u64) -> (TestKv, Arc<ManualClock>) {
         let clock = Arc::new(ManualClock::new(now_ms));
-        let options =
-            KvOptions { engine: Options { clock: clock.clone(), ..Options::default() }, ..KvOptions::default() };
-        (open_kv(options), clock)
+        let mut engine = Options::default();
+        engine.clock = clock.clone();
+        (open_kv(KvOptions::with_engine(engine)), clock)
     }
 
     /// `(error text, JavaScript class)` of a commit that must fail.

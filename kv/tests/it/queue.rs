@@ -12,7 +12,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 fn clocked(clock: &Arc<ManualClock>) -> KvOptions {
-    KvOptions { engine: Options { clock: clock.clone(), ..Options::default() }, ..KvOptions::default() }
+    let mut engine = Options::default();
+    engine.clock = clock.clone();
+    KvOptions::with_engine(engine)
 }
 
 fn fast() -> ListenOptions {
