@@ -16,6 +16,7 @@ mod bulk;
 mod cluster;
 mod common;
 mod failover;
+mod limits;
 
 #[path = "../../../kv/tests/it/atomic.rs"]
 mod atomic;
