@@ -168,15 +168,21 @@ impl EtcdCluster {
         args.extend(self.flags.iter().cloned());
         // The guard: etcd in the background, killed as soon as the test process ($1) is gone
         // or the guard itself is told to stop (TERM/KILL of the guard's process group is
-        // how `kill` below stops both).
+        // how `kill` below stops both). When the test process is gone (a cluster in a
+        // static is never dropped), the guard also removes the member's data and log, and
+        // the last guard the cluster's directory: nothing is left in /dev/shm.
         let script = r#"
-parent=$1; shift; log=$1; shift; bin=$1; shift
+parent=$1; shift; log=$1; shift; data=$1; shift; bin=$1; shift
 "$bin" "$@" >>"$log" 2>&1 &
 child=$!
 trap 'kill -9 $child 2>/dev/null; exit 0' TERM INT
 while kill -0 "$parent" 2>/dev/null && kill -0 "$child" 2>/dev/null; do sleep 0.2; done
 kill -9 $child 2>/dev/null
 wait $child 2>/dev/null
+if ! kill -0 "$parent" 2>/dev/null; then
+  rm -rf "$data" "$log"
+  rmdir "$(dirname "$data")" 2>/dev/null
+fi
 "#;
         let guard = Command::new("sh")
             .arg("-c")
@@ -184,6 +190,7 @@ wait $child 2>/dev/null
             .arg("etcd-guard")
             .arg(std::process::id().to_string())
             .arg(&log)
+            .arg(&data_dir)
             .arg(etcd_binary())
             .args(&args)
             .stdin(Stdio::null())
