@@ -819,6 +819,10 @@ impl Store for EtcdStore {
         self.feed.subscribe(sink);
     }
 
+    fn is_shared(&self) -> bool {
+        true
+    }
+
     fn max_commit_bytes(&self) -> usize {
         MAX_COMMIT_BYTES
     }

@@ -1,8 +1,10 @@
 //! What only a shared store has: two stores (two servers) on one database.
 
 use crate::common::{cluster, fresh_prefix};
-use stampkv::{key, Kv, KvValue, Limits, WatchPoll};
+use stampkv::{key, EnqueueOptions, Kv, KvValue, Limits, ListenOptions, Value, WatchPoll};
 use stampkv_etcd::{EtcdOptions, EtcdStore};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 fn two_servers() -> (Kv<EtcdStore>, Kv<EtcdStore>) {
@@ -165,4 +167,96 @@ fn blind_writes_from_many_threads_are_grouped_and_all_applied() {
     assert_eq!(unique.len(), stamps.len(), "every commit has its own versionstamp");
     let grouped = a.store().stats().largest_batch.max(b.store().stats().largest_batch);
     assert!(grouped > 1, "32 writers on two servers never shared a transaction");
+}
+
+/// Listener options for the queue tests: a short visibility timeout, frequent looks.
+fn listen_options(visibility_timeout: Duration) -> ListenOptions {
+    ListenOptions { workers: 2, visibility_timeout, max_idle_wait: Duration::from_millis(50) }
+}
+
+#[test]
+fn queue_listeners_on_two_servers_each_take_a_share_and_deliver_every_message_once() {
+    let (a, b) = two_servers();
+    let deliveries: Arc<Mutex<HashMap<u64, Vec<char>>>> = Arc::default();
+    let listen = |kv: &Kv<EtcdStore>, server: char| {
+        let deliveries = deliveries.clone();
+        kv.listen_queue(listen_options(Duration::from_secs(30)), move |message| {
+            let KvValue::U64(id) = message.value else {
+                return Err(format!("unexpected {:?}", message.value));
+            };
+            deliveries.lock().unwrap().entry(id).or_default().push(server);
+            std::thread::sleep(Duration::from_millis(20));
+            Ok::<_, String>(())
+        })
+        .unwrap()
+    };
+    let (listener_a, listener_b) = (listen(&a, 'a'), listen(&b, 'b'));
+    for id in 0..100u64 {
+        let through = if id % 2 == 0 { &a } else { &b };
+        through.enqueue(&KvValue::U64(id), EnqueueOptions::default()).unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while deliveries.lock().unwrap().len() < 100 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Long enough for a second delivery of anything to show.
+    std::thread::sleep(Duration::from_millis(500));
+    listener_a.stop();
+    listener_b.stop();
+    let deliveries = deliveries.lock().unwrap();
+    assert_eq!(deliveries.len(), 100, "messages never delivered");
+    let twice: Vec<_> = deliveries.iter().filter(|(_, by)| by.len() > 1).collect();
+    assert!(twice.is_empty(), "delivered more than once: {twice:?}");
+    let by_a = deliveries.values().filter(|by| by[0] == 'a').count();
+    eprintln!("queue on two servers: {by_a} messages delivered by a, {} by b", 100 - by_a);
+    assert!(by_a > 0 && by_a < 100, "one server delivered everything ({by_a} by a)");
+    assert!(a.bulk_snapshot().messages().next().is_none(), "acknowledged messages are still queued");
+}
+
+#[test]
+fn a_message_whose_listener_stopped_answering_is_delivered_again_by_the_other_server() {
+    let (a, b) = two_servers();
+    let visibility = Duration::from_secs(2);
+    // Server a's one worker takes the message and never returns in time (as if its process
+    // had been killed): its claim in etcd is all that is left of it.
+    let (taken_tx, taken_rx) = std::sync::mpsc::channel::<u32>();
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+    let release_rx = Mutex::new(release_rx);
+    let one_worker = ListenOptions { workers: 1, ..listen_options(visibility) };
+    let listener_a = a
+        .listen_queue(one_worker, move |message| {
+            taken_tx.send(message.attempt).unwrap();
+            let _ = release_rx.lock().unwrap().recv_timeout(Duration::from_secs(30));
+            Ok::<_, String>(())
+        })
+        .unwrap();
+    a.enqueue(&Value::from("job"), EnqueueOptions::default()).unwrap();
+    assert_eq!(taken_rx.recv_timeout(Duration::from_secs(10)).unwrap(), 1);
+    let claimed_at = Instant::now();
+    let (delivered_tx, delivered_rx) = std::sync::mpsc::channel::<u32>();
+    let listener_b = b
+        .listen_queue(listen_options(visibility), move |message| {
+            delivered_tx.send(message.attempt).unwrap();
+            Ok::<_, String>(())
+        })
+        .unwrap();
+    let attempt = delivered_rx.recv_timeout(Duration::from_secs(20)).expect("server b never got the message");
+    let after = claimed_at.elapsed();
+    assert!(
+        after >= visibility - Duration::from_millis(300),
+        "delivered again after {after:?}, before the visibility timeout"
+    );
+    assert_eq!(attempt, 1, "a delivery whose handler never answered is not a failed attempt");
+    // a's handler finally returns: its acknowledgement finds the message moved on, and the
+    // message is not delivered a third time.
+    release_tx.send(()).unwrap();
+    std::thread::sleep(visibility + Duration::from_millis(500));
+    let (again_b, again_a) = (delivered_rx.try_recv(), taken_rx.try_recv());
+    assert!(
+        again_b.is_err() && again_a.is_err(),
+        "delivered a third time: by b {again_b:?}, by a {again_a:?}"
+    );
+    listener_a.stop();
+    listener_b.stop();
+    assert!(b.bulk_snapshot().messages().next().is_none(), "the message is still queued");
 }

@@ -5,9 +5,17 @@
 //! messages ([`QueueHub::enqueued`], [`QueueHub::release`], [`QueueHub::foreign_commit`]);
 //! workers lease the next due message with [`QueueHub::lease_next`], which reads the store
 //! for the index's first load and for the message it hands out.
+//!
+//! On a store that other processes share ([`Store::is_shared`]), an in-memory lease holds
+//! off only this process's workers. There a lease is also *claimed* in the store: one
+//! commit moves the message to the deadline `now + visibility timeout` (same sequence and
+//! index, same record), which only one process can do (the commit reads the message it
+//! moves). The message is then not due anywhere until the timeout passes: a listener
+//! that dies (or a handler that runs too long) has it delivered again after that, by any
+//! process. The handler's outcome applies to the moved message.
 
-use super::record::{parse_message_key, MessageRecord, QUEUE_PREFIX};
-use crate::store::{Store, StoreCursor, StoreSnapshot};
+use super::record::{message_key, parse_message_key, MessageRecord, QUEUE_PREFIX};
+use crate::store::{Abort, CommitOptions, Store, StoreCursor, StoreSnapshot};
 use crate::KvError;
 use parking_lot::{Condvar, Mutex};
 use std::collections::{BTreeSet, HashMap};
@@ -169,7 +177,21 @@ impl QueueHub {
             let (now_ms, now) = (clock.now_ms(), Instant::now());
             state.leases.retain(|_, lease| lease.until > now);
             match take_due(&mut state, store, now_ms, now + visibility_timeout) {
-                Ok(Some(taken)) => return Some(taken),
+                Ok(Some(taken)) if !store.is_shared() => return Some(taken),
+                Ok(Some(taken)) => {
+                    drop(state);
+                    match self.claim(store, taken, visibility_timeout) {
+                        Ok(Some(claimed)) => return Some(claimed),
+                        // Another process claimed it first: look again.
+                        Ok(None) => continue,
+                        Err(KvError::Closed) => return None,
+                        // A store failure that may pass: wait a little and look again.
+                        Err(_) => {
+                            std::thread::sleep(max_idle_wait.min(Duration::from_millis(100)));
+                            continue;
+                        }
+                    }
+                }
                 Ok(None) => {}
                 Err(_) => return None,
             }
@@ -189,6 +211,51 @@ impl QueueHub {
                 self.cv.wait_for(&mut state, wait.max(Duration::from_millis(1)));
             }
         }
+    }
+
+    /// Claims a leased message in a shared store (see the module docs): moves it to the
+    /// deadline `now + visibility_timeout`, and moves the lease with it. `None` if the
+    /// message is gone (another process claimed or handled it); the lease is then dropped.
+    fn claim<S: Store>(
+        &self,
+        store: &S,
+        (key, token, _as_leased): Leased,
+        visibility_timeout: Duration,
+    ) -> Result<Option<Leased>, KvError> {
+        let Some((_, sequence, index)) = parse_message_key(&key) else { return Ok(None) };
+        let timeout_ms = u64::try_from(visibility_timeout.as_millis()).unwrap_or(u64::MAX);
+        // Not synced on its own, like the queue's other bookkeeping.
+        let moved = store.commit(CommitOptions { sync: Some(false) }, |view| {
+            let Some(entry) = view.get(&key)? else { return Err(Abort::CheckFailed) };
+            let to = message_key(view.now_ms().saturating_add(timeout_ms), sequence, index);
+            view.delete(&key);
+            view.put(&to, &entry.value, None);
+            Ok((to, MessageRecord::decode(&entry.value).map_err(Abort::Failed)?))
+        });
+        let mut state = self.state.lock();
+        let lease = state.leases.remove(&key).filter(|lease| lease.token == token);
+        let claimed = match moved {
+            Ok((_, (to, current))) => {
+                if let Some(lease) = lease {
+                    state.leases.insert(to.clone(), lease);
+                }
+                if let Some(pending) = state.pending.as_mut() {
+                    pending.remove(&key);
+                    pending.insert(to.clone());
+                }
+                Ok(Some((to, token, current)))
+            }
+            Err(Abort::CheckFailed) => {
+                if let Some(pending) = state.pending.as_mut() {
+                    pending.remove(&key);
+                }
+                Ok(None)
+            }
+            Err(Abort::Failed(e)) => Err(e),
+        };
+        state.epoch += 1;
+        self.cv.notify_all();
+        claimed
     }
 
     /// Ends a lease (unless it ran out and the message was leased again meanwhile) and

@@ -6,9 +6,12 @@
 //!   same sync rule.
 //! - Listener workers take the message with the earliest deadline that has come and that no
 //!   other worker holds. Holding is an in-memory lease for the visibility timeout: only one
-//!   process can open a database, so in-memory leases exclude every other worker, and a
-//!   crash simply forgets them — on reopen every message still stored is delivered again,
-//!   with the deadline it had.
+//!   process can open an engine database, so in-memory leases exclude every other worker,
+//!   and a crash simply forgets them — on reopen every message still stored is delivered
+//!   again, with the deadline it had. On a store several processes share (a cluster), a
+//!   lease is also claimed by a commit that moves the message past the visibility timeout
+//!   (`hub.rs`): one process wins it, and if that process dies the message is delivered
+//!   again, by any of them, once the timeout has passed.
 //! - Success deletes the message. Failure (an error or a panic in the handler) moves it to
 //!   `now + next backoff interval` with the rest of the schedule; when the schedule is
 //!   exhausted one commit writes the value to every `keys_if_undelivered` key and deletes

@@ -176,6 +176,14 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         let _ = sink;
     }
 
+    /// Whether other processes commit to this store too (servers sharing a cluster store).
+    /// Their queue listeners then cannot see this process's in-memory leases: a worker
+    /// claims a message with a commit that moves it past the visibility timeout before
+    /// handing it out. Default: `false`, the store has one process.
+    fn is_shared(&self) -> bool {
+        false
+    }
+
     /// Starts a bulk load: a whole database written with the versions it had (a restore).
     /// Whether the load becomes visible at once or as it goes is the store's to say; the
     /// default refuses.
