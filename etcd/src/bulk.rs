@@ -118,7 +118,7 @@ impl EtcdBulkLoad {
         }
         let ops = std::mem::take(&mut self.batch);
         self.batch_bytes = 0;
-        let entries = ops.len() as u64;
+        let entries = self.written - self.landed;
         self.send(ops, entries)
     }
 }
@@ -156,6 +156,9 @@ impl BulkLoad for EtcdBulkLoad {
             self.flush()?;
         }
         self.batch.push(TxnOp::put(etcd_key, envelope, None));
+        if let Some(at) = expires_at_ms {
+            self.batch.push(TxnOp::put(self.shared.layout.expiry(at, key), Vec::new(), None));
+        }
         self.batch_bytes += bytes;
         self.last_key = Some(key.to_vec());
         self.max_version = self.max_version.max(version);

@@ -136,7 +136,9 @@ impl OpenGroup {
 /// The etcd operations (at most) and bytes of a commit's writes.
 pub(crate) fn weigh(writes: &[Write]) -> (usize, usize) {
     let bytes = writes.iter().map(|w| w.key.len() + w.value.as_ref().map_or(0, Vec::len)).sum();
-    (writes.len(), bytes)
+    // A put that expires also writes its expiry index entry.
+    let indexed = writes.iter().filter(|w| w.value.is_some() && w.expires_at_ms.is_some()).count();
+    (writes.len() + indexed, bytes)
 }
 
 /// Drops the open group if no commit joined it (its opener gave up).

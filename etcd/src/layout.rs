@@ -7,7 +7,10 @@
 //!   serialised by etcd and versions increase in commit order across all servers;
 //! - `R m meta`: the layout version and the database id, written once by the first server;
 //! - `R m r <server id>`: the id of that server's last commit (its receipt), read when the
-//!   outcome of a commit is unknown.
+//!   outcome of a commit is unknown;
+//! - `R x <expiry> <key>`: the expiry index, one empty value for every entry written with
+//!   an expiry (the time in milliseconds, 8 bytes big-endian), read by the sweeper that
+//!   deletes expired entries.
 
 use stampkv::store::StoredEntry;
 
@@ -60,6 +63,23 @@ impl Layout {
     pub(crate) fn data_range(&self, start: &[u8], end: &[u8]) -> (Vec<u8>, Vec<u8>) {
         let end = if end.is_empty() { self.data_end() } else { self.data(end) };
         (self.data(start), end)
+    }
+
+    /// The expiry index entry of entry `key` expiring at `at_ms`.
+    pub(crate) fn expiry(&self, at_ms: u64, key: &[u8]) -> Vec<u8> {
+        self.key(&[b"x", &at_ms.to_be_bytes(), key])
+    }
+
+    /// The etcd range of the index entries expiring at or before `now_ms`.
+    pub(crate) fn expired_until(&self, now_ms: u64) -> (Vec<u8>, Vec<u8>) {
+        (self.key(&[b"x"]), self.key(&[b"x", &now_ms.saturating_add(1).to_be_bytes()]))
+    }
+
+    /// The expiry and entry key of an expiry index key, if it is one.
+    pub(crate) fn parse_expiry<'a>(&self, etcd_key: &'a [u8]) -> Option<(u64, &'a [u8])> {
+        let rest = etcd_key.strip_prefix(self.root.as_slice())?.strip_prefix(b"x")?;
+        let at = u64::from_be_bytes(rest.get(..8)?.try_into().ok()?);
+        Some((at, rest.get(8..)?))
     }
 
     /// The commit counter.

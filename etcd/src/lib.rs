@@ -20,6 +20,8 @@
 //!   everything of one snapshot at that revision.
 //! - **The change feed** is an etcd watch on the data range; it wakes watches and queue
 //!   listeners for commits made through other servers.
+//! - **The expiry sweeper** deletes entries whose expiry has passed (reads hide them from
+//!   then on), found through an expiry index that commits write beside them.
 //!
 //! The layout of the keys and values in etcd is in FORMAT.md beside this crate.
 
@@ -36,6 +38,7 @@ mod options;
 mod snapshot;
 mod status;
 mod store;
+mod sweeper;
 
 pub use layout::{ENVELOPE_HEADER_BYTES, LAYOUT_VERSION as FORMAT_VERSION};
 pub use metrics::{EtcdStats, LatencySummary};

@@ -52,6 +52,7 @@ pub(crate) struct EtcdMetrics {
     pub(crate) unknown_outcomes: Counter,
     pub(crate) fences: Counter,
     pub(crate) feed_events: Counter,
+    pub(crate) expired_swept: Counter,
     pub(crate) read_latency: Latency,
     pub(crate) commit_latency: Latency,
 }
@@ -67,6 +68,7 @@ impl EtcdMetrics {
             unknown_outcomes: self.unknown_outcomes.get(),
             fences: self.fences.get(),
             feed_events: self.feed_events.get(),
+            expired_swept: self.expired_swept.get(),
             reads: self.read_latency.summary(),
             transactions: self.commit_latency.summary(),
         }
@@ -105,6 +107,8 @@ pub struct EtcdStats {
     pub fences: u64,
     /// Changed keys the change feed delivered.
     pub feed_events: u64,
+    /// Expired entries the sweeper deleted.
+    pub expired_swept: u64,
     /// Reads (point, range and counter reads).
     pub reads: LatencySummary,
     /// Transactions (commits, fences, checks).

@@ -93,6 +93,11 @@ impl Shared {
         }
     }
 
+    /// Whether the store was closed.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
     fn check_open(&self) -> Result<(), KvError> {
         if self.closed.load(Ordering::Acquire) {
             return Err(KvError::Closed);
@@ -211,6 +216,9 @@ impl EtcdStore {
         let database_id = identity(&shared)?;
         let (point, _) = shared.latest()?;
         let feed = Feed::start(shared.clone(), point.revision);
+        crate::sweeper::start(&shared).map_err(|e| {
+            error(StorageErrorKind::Io, format!("etcd: cannot start the expiry sweeper: {e}"))
+        })?;
         Ok(EtcdStore {
             shared,
             group: Arc::new(Group::default()),
@@ -587,7 +595,7 @@ fn base_from_else(response: &TxnResponse) -> Result<CommitBase, KvError> {
 
 /// The etcd operations of a group of commits whose last has `version`: the counter, the
 /// receipt, then one put or delete per distinct key (the last write of a key wins, as etcd
-/// refuses a key twice).
+/// refuses a key twice), and an expiry index entry after each put that expires.
 fn commit_ops(
     shared: &Shared,
     server_id: &str,
@@ -611,6 +619,9 @@ fn commit_ops(
             Some(value) => TxnOp::put(key, Envelope::encode(write.version, write.expires_at_ms, value), None),
             None => TxnOp::delete(key, None),
         });
+        if let (Some(_), Some(at)) = (&write.value, write.expires_at_ms) {
+            ops.push(TxnOp::put(shared.layout.expiry(at, &write.key), Vec::new(), None));
+        }
     }
     ops
 }

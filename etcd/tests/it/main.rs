@@ -15,6 +15,7 @@
 mod bulk;
 mod cluster;
 mod common;
+mod expiry;
 mod failover;
 mod limits;
 
