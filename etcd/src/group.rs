@@ -66,6 +66,9 @@ pub(crate) struct OpenGroup {
     pub(crate) number: u64,
     pub(crate) opened: Instant,
     pub(crate) writes: Vec<Write>,
+    /// Entry keys the members' deferred checks require to be absent when the group is
+    /// applied (each becomes a compare of the group's transaction).
+    pub(crate) absent: Vec<Vec<u8>>,
     /// The index in `writes` of each key's last write.
     last_write: HashMap<Vec<u8>, usize>,
     pub(crate) members: u64,
@@ -82,6 +85,7 @@ impl OpenGroup {
             number,
             opened: Instant::now(),
             writes: Vec::new(),
+            absent: Vec::new(),
             last_write: HashMap::new(),
             members: 0,
             ops: 0,
@@ -96,8 +100,17 @@ impl OpenGroup {
         self.members < MAX_MEMBERS && self.ops + ops <= MAX_GROUP_OPS && self.bytes + bytes <= MAX_GROUP_BYTES
     }
 
-    /// Adds a member's writes, made by the commit of `version`.
-    pub(crate) fn join(&mut self, writes: Vec<Write>, version: u64, ops: usize, bytes: usize) {
+    /// Adds a member's writes, made by the commit of `version`, and the keys its deferred
+    /// checks require to be absent (counted in `ops`).
+    pub(crate) fn join(
+        &mut self,
+        writes: Vec<Write>,
+        absent: Vec<Vec<u8>>,
+        version: u64,
+        ops: usize,
+        bytes: usize,
+    ) {
+        self.absent.extend(absent);
         debug_assert!(
             self.writes.last().is_none_or(|w| w.version < version),
             "the members of a group take increasing versions"

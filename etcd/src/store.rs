@@ -277,6 +277,9 @@ impl EtcdStore {
         let mut rebuilds = 0u32;
         // After a build whose reads were overtaken by other members, build under the lock.
         let mut serial = false;
+        // Absence checks are deferred to the group's transaction until the commit is built
+        // again (a deferred check that failed, or another server's commit, sends it back).
+        let mut may_defer = true;
         loop {
             let mut state = group.state.lock();
             while state.sending {
@@ -297,18 +300,20 @@ impl EtcdStore {
             let read_time_ms = shared.options.clock.now_ms();
             let snapshot = EtcdSnapshot::at(shared.clone(), base.point, read_time_ms);
             let version = base.point.version + open.members + 1;
-            let (built, writes) = if serial {
+            let (built, writes, absent) = if serial {
                 // Built under the group lock, on the members' writes as they are.
                 let mut transaction =
                     EtcdTransaction::new(&snapshot, Overlay::Locked(open), version, read_time_ms);
+                transaction.may_defer = may_defer;
                 let built = build(&mut transaction);
-                (built, transaction.writes)
+                (built, transaction.writes, transaction.absent)
             } else {
                 // Built without the lock, so that the reads of many commits overlap; then
                 // checked: every key read must still have the write it saw in the group.
                 drop(state);
                 let mut transaction =
                     EtcdTransaction::new(&snapshot, Overlay::Shared { group, number }, version, read_time_ms);
+                transaction.may_defer = may_defer;
                 let built = build(&mut transaction);
                 state = group.state.lock();
                 let valid = !state.sending
@@ -327,7 +332,7 @@ impl EtcdStore {
                     serial = true;
                     continue;
                 }
-                (built, transaction.writes)
+                (built, transaction.writes, transaction.absent)
             };
             serial = false;
             let version = match state.open.as_ref() {
@@ -365,6 +370,7 @@ impl EtcdStore {
                 continue;
             };
             let (ops, bytes) = weigh(&writes);
+            let ops = ops + absent.len();
             if open.members == 0 && ops + COMMIT_OVERHEAD_OPS > REQUIRED_TXN_OPS {
                 state.open = None;
                 return Err(Abort::Failed(error(
@@ -384,7 +390,7 @@ impl EtcdStore {
                 joining.resume();
                 continue;
             }
-            open.join(writes, version, ops, bytes);
+            open.join(writes, absent, version, ops, bytes);
             joining.joined();
             let outcome = open.outcome.clone();
             if open.members == 1 {
@@ -399,6 +405,7 @@ impl EtcdStore {
                 GroupResult::Failed(kind, message) => return Err(Abort::Failed(error(kind, message))),
                 GroupResult::Closed => return Err(Abort::Failed(KvError::Closed)),
                 GroupResult::Rebuild => {
+                    may_defer = false;
                     rebuilds += 1;
                     if rebuilds > MAX_CONFLICTS {
                         return Err(Abort::Failed(error(
@@ -449,8 +456,12 @@ impl EtcdStore {
         let last_version = base.point.version + members;
         let commit_id = random_u128();
         let ops = commit_ops(shared, &self.server_id, last_version, commit_id, group.writes);
+        let mut compares = vec![Compare::mod_revision(shared.layout.seq(), CompareOp::Equal, base.seq_mod)];
+        compares.extend(
+            group.absent.iter().map(|key| Compare::version(shared.layout.data(key), CompareOp::Equal, 0)),
+        );
         let txn = etcd_client::Txn::new()
-            .when([Compare::mod_revision(shared.layout.seq(), CompareOp::Equal, base.seq_mod)])
+            .when(compares)
             .and_then(ops)
             .or_else([TxnOp::get(shared.layout.seq(), None)]);
         shared.own.lock().in_flight = true;
@@ -742,6 +753,10 @@ struct EtcdTransaction<'a> {
     reads: RefCell<Vec<(Vec<u8>, Option<usize>)>>,
     /// Whether `build` asked for the commit's version (then it must not change).
     version_used: Cell<bool>,
+    /// Whether a check of absence may be deferred to the group's transaction.
+    may_defer: bool,
+    /// The keys whose absence checks were deferred.
+    absent: Vec<Vec<u8>>,
 }
 
 impl<'a> EtcdTransaction<'a> {
@@ -754,13 +769,15 @@ impl<'a> EtcdTransaction<'a> {
             writes: Vec::new(),
             reads: RefCell::new(Vec::new()),
             version_used: Cell::new(false),
+            may_defer: false,
+            absent: Vec::new(),
         }
     }
-}
 
-impl Transaction for EtcdTransaction<'_> {
-    fn get(&self, key: &[u8]) -> Result<Option<StoredEntry>, KvError> {
-        let in_group = match &self.overlay {
+    /// The entry of `key` as the group's earlier members left it, if one wrote it
+    /// (recording the read for validation when built without the lock).
+    fn in_group(&self, key: &[u8]) -> Option<Option<StoredEntry>> {
+        match &self.overlay {
             Overlay::Locked(open) => open.latest(key, self.now_ms),
             Overlay::Shared { group, number } => {
                 let state = group.state.lock();
@@ -769,10 +786,30 @@ impl Transaction for EtcdTransaction<'_> {
                 self.reads.borrow_mut().push((key.to_vec(), seen));
                 open.and_then(|open| open.latest(key, self.now_ms))
             }
-        };
-        match in_group {
+        }
+    }
+}
+
+impl Transaction for EtcdTransaction<'_> {
+    fn get(&self, key: &[u8]) -> Result<Option<StoredEntry>, KvError> {
+        match self.in_group(key) {
             Some(entry) => Ok(entry),
             None => stampkv::store::StoreSnapshot::get(self.snapshot, key),
+        }
+    }
+
+    /// A check that `key` is absent, on a key no earlier member wrote, becomes a compare of
+    /// the group's transaction (`version == 0`) instead of a read; the other checks read.
+    fn check_version(&mut self, key: &[u8], expected: Option<u64>) -> Result<bool, KvError> {
+        if !self.may_defer || expected.is_some() {
+            return Ok(self.get(key)?.map(|entry| entry.version) == expected);
+        }
+        match self.in_group(key) {
+            Some(entry) => Ok(entry.is_none()),
+            None => {
+                self.absent.push(key.to_vec());
+                Ok(true)
+            }
         }
     }
 

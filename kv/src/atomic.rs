@@ -418,8 +418,13 @@ impl Plan {
     /// Evaluates checks and mutations against the latest state; builds the batch.
     fn apply(&self, view: &mut dyn Transaction) -> Result<Applied, Abort> {
         for (key, expected) in &self.checks {
-            let current = view.get(key)?.map(|e| Versionstamp::from_sequence(e.version));
-            if current != *expected {
+            // Every stored versionstamp is a version's; one that is not can never match.
+            let expected = match expected {
+                None => None,
+                Some(v) if Versionstamp::from_sequence(v.sequence()) == *v => Some(v.sequence()),
+                Some(_) => return Err(Abort::CheckFailed),
+            };
+            if !view.check_version(key, expected)? {
                 return Err(Abort::CheckFailed);
             }
         }

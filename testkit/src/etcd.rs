@@ -92,9 +92,19 @@ impl EtcdCluster {
         let dir = base.join(format!("stampkv-etcd-{}-{}", std::process::id(), unique()));
         std::fs::create_dir_all(&dir)
             .map_err(|e| EtcdError(format!("cannot create {}: {e}", dir.display())))?;
+        // Every port is held until all are chosen, so that no two members get the same one
+        // (a port released at once may be handed out again by the next bind).
+        let mut held = Vec::with_capacity(2 * size);
+        let mut port = |what: &str| -> Result<u16, EtcdError> {
+            let listener = TcpListener::bind("127.0.0.1:0")
+                .map_err(|e| EtcdError(format!("no free {what} port: {e}")))?;
+            let port =
+                listener.local_addr().map_err(|e| EtcdError(format!("no free {what} port: {e}")))?.port();
+            held.push(listener);
+            Ok(port)
+        };
         let mut members = Vec::with_capacity(size);
         for i in 0..size {
-            let port = |what| free_port().map_err(|e| EtcdError(format!("no free {what} port: {e}")));
             members.push(Member {
                 name: format!("m{i}"),
                 client_port: port("client")?,
@@ -102,6 +112,7 @@ impl EtcdCluster {
                 guard: None,
             });
         }
+        drop(held);
         let mut cluster = EtcdCluster {
             members,
             dir,

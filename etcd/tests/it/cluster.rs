@@ -260,3 +260,58 @@ fn a_message_whose_listener_stopped_answering_is_delivered_again_by_the_other_se
     listener_b.stop();
     assert!(b.bulk_snapshot().messages().next().is_none(), "the message is still queued");
 }
+
+#[test]
+fn racing_inserts_of_one_key_through_two_servers_let_exactly_one_win() {
+    // `check(key, null)` is deferred to the group's transaction as a compare: many racing
+    // inserts of each key, in groups on two servers, still let exactly one win.
+    let (a, b) = two_servers();
+    let wins: Mutex<HashMap<u64, Vec<u64>>> = Mutex::default();
+    std::thread::scope(|s| {
+        for t in 0..16u64 {
+            let (kv, wins) = (if t % 2 == 0 { &a } else { &b }, &wins);
+            s.spawn(move || {
+                for k in 0..30u64 {
+                    let result = kv
+                        .atomic()
+                        .check(&key!["insert", k], None)
+                        .set(&key!["insert", k], &KvValue::U64(t))
+                        .commit()
+                        .unwrap();
+                    if result.ok() {
+                        wins.lock().unwrap().entry(k).or_default().push(t);
+                    }
+                }
+            });
+        }
+    });
+    let wins = wins.into_inner().unwrap();
+    for k in 0..30u64 {
+        let winners = wins.get(&k).cloned().unwrap_or_default();
+        assert_eq!(winners.len(), 1, "key {k}: {} inserts won ({winners:?})", winners.len());
+        assert_eq!(b.get::<KvValue>(&key!["insert", k]).unwrap().value, Some(KvValue::U64(winners[0])));
+    }
+}
+
+#[test]
+fn an_absence_check_holds_on_an_expired_entry_that_is_still_stored() {
+    let clock = Arc::new(stampkv::ManualClock::new(1_700_000_000_000));
+    let options =
+        EtcdOptions::new(cluster().endpoints()).with_prefix(&fresh_prefix()).with_clock(clock.clone());
+    let kv = Kv::with_store(EtcdStore::open(options).unwrap(), Limits::default());
+    let soon = stampkv::SetOptions { expire_in: Some(Duration::from_secs(10)) };
+    kv.set_with(&key!["lease"], &Value::from(1.0), soon).unwrap();
+    assert!(!kv
+        .atomic()
+        .check(&key!["lease"], None)
+        .set(&key!["lease"], &Value::from(2.0))
+        .commit()
+        .unwrap()
+        .ok());
+    // Expired (the sweeper runs on the same clock, but at most once a second).
+    clock.advance(11_000);
+    let taken =
+        kv.atomic().check(&key!["lease"], None).set(&key!["lease"], &Value::from(3.0)).commit().unwrap();
+    assert!(taken.ok(), "an expired entry failed an absence check");
+    assert_eq!(kv.get::<Value>(&key!["lease"]).unwrap().value, Some(Value::from(3.0)));
+}

@@ -50,6 +50,14 @@ pub struct CommitOptions {
 pub trait Transaction {
     /// The latest entry of `key` (expired entries are absent).
     fn get(&self, key: &[u8]) -> Result<Option<StoredEntry>, KvError>;
+    /// Whether `key`'s latest entry has version `expected` (`None`: no entry) — a Deno KV
+    /// check. A store may defer a check to the commit instead of reading (an optimistic
+    /// store that can make the commit conditional on it): it then answers `true`, and if
+    /// the condition does not hold when the commit is applied, the commit applies nothing
+    /// and `build` runs again (and may then read). The default reads.
+    fn check_version(&mut self, key: &[u8], expected: Option<u64>) -> Result<bool, KvError> {
+        Ok(self.get(key)?.map(|entry| entry.version) == expected)
+    }
     /// The version this commit gets if it is applied.
     fn commit_version(&self) -> u64;
     /// The time expiry is evaluated at for this commit.
