@@ -234,6 +234,10 @@ fn main() {
         let batches = metric(&after, "stampkv_etcd_commit_batches_total")
             - metric(&before, "stampkv_etcd_commit_batches_total");
         let largest = metric(&after, "stampkv_etcd_largest_batch");
+        let txn_seconds = metric(&after, "stampkv_etcd_transaction_seconds_sum")
+            - metric(&before, "stampkv_etcd_transaction_seconds_sum");
+        let txn_count = metric(&after, "stampkv_etcd_transaction_seconds_count")
+            - metric(&before, "stampkv_etcd_transaction_seconds_count");
         let mut op = clients[0].atomic();
         for i in 0..args.keys {
             op = op.set(&key!["get", i], &KvValue::Bytes(value()));
@@ -262,11 +266,13 @@ fn main() {
         row("stampkv commit (check+set)", &commit);
         println!(
             "  ratio stampkv commits / etcd puts: {:.2}x; {:.0} commits in {:.0} etcd transactions \
-             ({:.1} commits per transaction, largest group {largest:.0})",
+             ({:.1} commits per transaction, largest group {largest:.0}; an etcd transaction took \
+             {:.2} ms on average)",
             commit.rate() / put.rate(),
             commits,
             batches,
-            commits / batches.max(1.0)
+            commits / batches.max(1.0),
+            1000.0 * txn_seconds / txn_count.max(1.0)
         );
         row("etcd get (linearizable)", &etcd_linearizable);
         row("stampkv get (strong)", &strong);
