@@ -19,7 +19,10 @@
 //! - **Durability and close** ([`CommitOptions::sync`], [`Store::close`]).
 //! - **Foreign commits**, for a store shared by several servers
 //!   ([`Store::subscribe_foreign_commits`]): the keys of commits made elsewhere, so that
-//!   watches and queue listeners here see them.
+//!   watches and queue listeners here see them; such a store says so
+//!   ([`Store::is_shared`]), and the queue then claims messages in the store.
+//! - **Bulk loads** ([`Store::bulk_load`], optional): a whole database written with the
+//!   versions it had, for restores.
 //!
 //! Two shapes of store fit. A *serialising* store (the LSM engine, [`EngineStore`]) runs
 //! `build` once, under its write lock, against the latest state. An *optimistic* store
