@@ -29,6 +29,7 @@
 
 mod bridge;
 mod bulk;
+mod compactor;
 mod error;
 mod feed;
 mod group;

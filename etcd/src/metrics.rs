@@ -53,6 +53,7 @@ pub(crate) struct EtcdMetrics {
     pub(crate) fences: Counter,
     pub(crate) feed_events: Counter,
     pub(crate) expired_swept: Counter,
+    pub(crate) compactions: Counter,
     pub(crate) read_latency: Latency,
     pub(crate) commit_latency: Latency,
 }
@@ -69,6 +70,7 @@ impl EtcdMetrics {
             fences: self.fences.get(),
             feed_events: self.feed_events.get(),
             expired_swept: self.expired_swept.get(),
+            compactions: self.compactions.get(),
             reads: self.read_latency.summary(),
             transactions: self.commit_latency.summary(),
         }
@@ -109,6 +111,8 @@ pub struct EtcdStats {
     pub feed_events: u64,
     /// Expired entries the sweeper deleted.
     pub expired_swept: u64,
+    /// History compactions this server made.
+    pub compactions: u64,
     /// Reads (point, range and counter reads).
     pub reads: LatencySummary,
     /// Transactions (commits, fences, checks).

@@ -32,6 +32,10 @@ pub struct EtcdOptions {
     pub connect_timeout: Duration,
     /// Worker threads of the client's runtime (default 2).
     pub runtime_threads: usize,
+    /// How often this server compacts etcd's history, keeping one interval of it (default
+    /// 5 minutes); `None` where the cluster compacts by itself or is shared with other
+    /// users (compaction is cluster-wide). See the `compactor` module.
+    pub compaction_interval: Option<Duration>,
 }
 
 impl std::fmt::Debug for EtcdOptions {
@@ -42,6 +46,7 @@ impl std::fmt::Debug for EtcdOptions {
             .field("request_timeout", &self.request_timeout)
             .field("read_timeout", &self.read_timeout)
             .field("settle_timeout", &self.settle_timeout)
+            .field("compaction_interval", &self.compaction_interval)
             .finish()
     }
 }
@@ -58,6 +63,7 @@ impl EtcdOptions {
             settle_timeout: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(3),
             runtime_threads: 2,
+            compaction_interval: Some(Duration::from_secs(300)),
         }
     }
 

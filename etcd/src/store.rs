@@ -219,6 +219,9 @@ impl EtcdStore {
         crate::sweeper::start(&shared).map_err(|e| {
             error(StorageErrorKind::Io, format!("etcd: cannot start the expiry sweeper: {e}"))
         })?;
+        crate::compactor::start(&shared).map_err(|e| {
+            error(StorageErrorKind::Io, format!("etcd: cannot start the history compactor: {e}"))
+        })?;
         Ok(EtcdStore {
             shared,
             group: Arc::new(Group::default()),

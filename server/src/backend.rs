@@ -82,7 +82,7 @@ fn render_engine(stats: &stampkv::engine::Stats, out: &mut String) {
 }
 
 fn render_etcd(stats: &EtcdStats, out: &mut String) {
-    let counters: [(&str, &str, u64); 8] = [
+    let counters: [(&str, &str, u64); 9] = [
         ("etcd_commits_total", "Commits applied.", stats.commits),
         (
             "etcd_commit_batches_total",
@@ -103,6 +103,7 @@ fn render_etcd(stats: &EtcdStats, out: &mut String) {
         ("etcd_fences_total", "Settlements that fenced a lost commit off.", stats.fences),
         ("etcd_feed_events_total", "Changed keys the change feed delivered.", stats.feed_events),
         ("etcd_expired_swept_total", "Expired entries the sweeper deleted.", stats.expired_swept),
+        ("etcd_compactions_total", "History compactions this server made.", stats.compactions),
     ];
     for (name, help, value) in counters {
         let _ = writeln!(

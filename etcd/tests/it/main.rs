@@ -17,6 +17,7 @@ mod cluster;
 mod common;
 mod expiry;
 mod failover;
+mod history;
 mod limits;
 
 #[path = "../../../kv/tests/it/atomic.rs"]

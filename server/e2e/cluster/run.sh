@@ -5,8 +5,9 @@
 #  2. two servers of one database at once: writes through one, reads, checks, sums and watches
 #     through the other (two_servers.ts with Deno, two_servers.mjs with @deno/kv);
 #  3. `stampkv edge` in front of the second server: Deno's test program through it;
-#  4. kill -9 of a server while 16 Deno writers commit through it: every acknowledged commit
-#     is read back through the other server exactly once, versionstamps increasing;
+#  4. kill -9 of a server while 16 Deno writers commit through it, then again with 16
+#     @deno/kv (Node) writers: every acknowledged commit is read back through the other
+#     server exactly once, versionstamps increasing;
 #  5. the differential suite (../diff) with its servers on the cluster;
 #  6. the CLI's transfers (../../../cli/e2e) with real Deno's files, and on the cluster too:
 #     import-deno, dump, load both ways between a directory and the cluster, stats, export-deno.
@@ -83,22 +84,33 @@ pids+=($!)
 edge_url="http://$(wait_for_address "${pids[-1]}" "$scratch/edge.log")"
 STAMPKV_URL="$edge_url" "$deno" test --unstable-kv -A "$e2e/deno_test.ts"
 
+# kill_under_writers NAME WRITER...: two servers of a fresh database; WRITER (a command that
+# takes the victim's URL in STAMPKV_URL and appends its acknowledgements to $scratch/NAME.acks)
+# commits through the first, which is killed with SIGKILL after 4 s; deno_kill.ts then checks
+# every acknowledged commit through the second.
+killed=()
+kill_under_writers() {
+  local name="$1"; shift
+  serve "e2e-$name-$$/" "$scratch/$name-victim.log"
+  local victim="$last_pid" victim_url="$last_url"
+  serve "e2e-$name-$$/" "$scratch/$name-survivor.log"
+  local survivor_url="$last_url"
+  STAMPKV_URL="$victim_url" "$@" "$scratch/$name.acks" 16 2>"$scratch/$name-writer.log" &
+  local writer=$!
+  pids+=("$writer")
+  killed+=("$victim" "$writer")
+  sleep 4
+  kill -0 "$writer" 2>/dev/null || { cat "$scratch/$name-writer.log" >&2; fail "the $name writer stopped before the kill"; }
+  kill -9 "$victim" "$writer"
+  wait "$victim" "$writer" 2>/dev/null || true
+  echo "cluster e2e: killed the server after $(wc -l <"$scratch/$name.acks") acknowledged commits"
+  STAMPKV_URL="$survivor_url" "$deno" run --unstable-kv -A "$e2e/deno_kill.ts" check "$scratch/$name.acks"
+}
+
 echo "cluster e2e: 4. kill -9 of a server while 16 Deno writers commit through it"
-serve "e2e-kill-$$/" "$scratch/victim.log"
-victim="$last_pid"
-victim_url="$last_url"
-serve "e2e-kill-$$/" "$scratch/survivor.log"
-survivor_url="$last_url"
-STAMPKV_URL="$victim_url" "$deno" run --unstable-kv -A "$e2e/deno_kill.ts" write "$scratch/acks" 16 2>"$scratch/writer.log" &
-writer=$!
-pids+=("$writer")
-sleep 4
-kill -0 "$writer" 2>/dev/null || { cat "$scratch/writer.log" >&2; fail "the writer stopped before the kill"; }
-kill -9 "$victim"
-kill -9 "$writer"
-wait "$victim" "$writer" 2>/dev/null || true
-echo "cluster e2e: killed the server after $(wc -l <"$scratch/acks") acknowledged commits"
-STAMPKV_URL="$survivor_url" "$deno" run --unstable-kv -A "$e2e/deno_kill.ts" check "$scratch/acks"
+kill_under_writers kill-deno "$deno" run --unstable-kv -A "$e2e/deno_kill.ts" write
+echo "cluster e2e: 4b. kill -9 of a server while 16 @deno/kv (Node) writers commit through it"
+kill_under_writers kill-node node "$e2e/node_kill.mjs"
 
 echo "cluster e2e: 5. differential suite with the servers on the cluster"
 STAMPKV_BIN="$stampkv" STAMPKV_ETCD="$etcd_endpoints" bash "$e2e/diff/run.sh"
@@ -107,6 +119,7 @@ echo "cluster e2e: 6. the CLI's transfers, on a directory and on the cluster"
 STAMPKV_ETCD="$etcd_endpoints" bash "$root/cli/e2e/run.sh"
 
 for pid in "${pids[@]}"; do
-  [ "$pid" = "$victim" ] || [ "$pid" = "$writer" ] || kill -0 "$pid" 2>/dev/null || { cat "$scratch"/*.log >&2; fail "a process died during the run"; }
+  case " ${killed[*]} " in *" $pid "*) continue ;; esac
+  kill -0 "$pid" 2>/dev/null || { cat "$scratch"/*.log >&2; fail "a process died during the run"; }
 done
 echo "cluster e2e: all passed"
