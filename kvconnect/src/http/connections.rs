@@ -8,11 +8,16 @@
 //!   the longest (no request in flight), which is told to close; if every connection is
 //!   busy, the new one is refused;
 //! - **idle timeouts**: a connection with nothing in flight for `idle_timeout` closes, and
-//!   one that has not started a request within `header_read_timeout` of its opening too.
+//!   one that has not started a request within `header_read_timeout` of its opening too;
+//! - **closing sockets**: an idle connection told to close keeps its socket for a moment
+//!   (to send an HTTP/2 GOAWAY). The table counts those, and the accept loop accepts no new
+//!   connection while more than a few are closing ([`ConnectionTable::wait_for_room`]), so
+//!   an attacker reconnecting at once cannot hold descriptors far above the cap. A closing
+//!   connection that still has requests in flight stops counting (it is busy, not lingering).
 
 use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
@@ -32,6 +37,8 @@ pub struct Connection {
     watches: AtomicUsize,
     /// Cancelled when the connection must close (evicted, idle, shutting down).
     close: CancellationToken,
+    /// Counted among the table's closing connections.
+    counted_closing: AtomicBool,
 }
 
 impl Connection {
@@ -44,6 +51,7 @@ impl Connection {
             last_active_ms: AtomicU64::new(0),
             watches: AtomicUsize::new(0),
             close: CancellationToken::new(),
+            counted_closing: AtomicBool::new(false),
         }
     }
 
@@ -121,12 +129,28 @@ impl Drop for ConnectionWatchSlot {
 pub(crate) struct ConnectionTable {
     max: usize,
     state: Mutex<TableState>,
+    /// Signalled when a closing connection's socket is gone.
+    room: tokio::sync::Notify,
 }
 
 #[derive(Debug, Default)]
 struct TableState {
     next_id: u64,
     open: HashMap<u64, Arc<Connection>>,
+    /// Connections told to close (evicted or idle) whose sockets are still open.
+    closing: usize,
+}
+
+impl TableState {
+    /// Takes `id` out of the open connections and tells it to close; it counts as closing
+    /// until its socket is gone.
+    fn close(&mut self, id: u64) {
+        if let Some(connection) = self.open.remove(&id) {
+            connection.counted_closing.store(true, Ordering::SeqCst);
+            self.closing += 1;
+            connection.close.cancel();
+        }
+    }
 }
 
 /// Why a new connection was not admitted.
@@ -136,7 +160,11 @@ pub(crate) struct TableFull;
 impl ConnectionTable {
     /// A table of at most `max` connections (at least 1).
     pub(crate) fn new(max: usize) -> ConnectionTable {
-        ConnectionTable { max: max.max(1), state: Mutex::new(TableState::default()) }
+        ConnectionTable {
+            max: max.max(1),
+            state: Mutex::new(TableState::default()),
+            room: tokio::sync::Notify::new(),
+        }
     }
 
     /// Connections open now.
@@ -158,9 +186,7 @@ impl ConnectionTable {
                 })
                 .map(|c| c.id);
             let victim = victim.ok_or(TableFull)?;
-            if let Some(evicted) = state.open.remove(&victim) {
-                evicted.close.cancel();
-            }
+            state.close(victim);
         }
         state.next_id += 1;
         let connection = Arc::new(Connection::new(state.next_id));
@@ -168,9 +194,33 @@ impl ConnectionTable {
         Ok(connection)
     }
 
-    /// Forgets a connection that has closed.
+    /// Forgets a connection that has closed (its socket is gone).
     pub(crate) fn remove(&self, connection: &Connection) {
         self.state.lock().open.remove(&connection.id);
+        self.stop_counting_closing(connection);
+    }
+
+    /// A connection told to close that has requests in flight: it is busy finishing them,
+    /// and no longer counts as closing.
+    pub(crate) fn stop_counting_closing(&self, connection: &Connection) {
+        if connection.counted_closing.swap(false, Ordering::SeqCst) {
+            let mut state = self.state.lock();
+            state.closing = state.closing.saturating_sub(1);
+            drop(state);
+            self.room.notify_one();
+        }
+    }
+
+    /// Connections told to close whose sockets are still open.
+    pub(crate) fn closing(&self) -> usize {
+        self.state.lock().closing
+    }
+
+    /// Waits until at most `slack` connections are closing.
+    pub(crate) async fn wait_for_room(&self, slack: usize) {
+        while self.closing() > slack {
+            self.room.notified().await;
+        }
     }
 
     /// Tells every connection idle beyond its timeouts to close; returns how many.
@@ -180,9 +230,7 @@ impl ConnectionTable {
         let expired: Vec<u64> =
             state.open.values().filter(|c| c.idle_expired(now, idle, first_request)).map(|c| c.id).collect();
         for id in &expired {
-            if let Some(connection) = state.open.remove(id) {
-                connection.close.cancel();
-            }
+            state.close(*id);
         }
         expired.len()
     }

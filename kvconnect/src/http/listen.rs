@@ -36,8 +36,14 @@ pub async fn serve_router(
     let mut refused: u64 = 0;
     tokio::pin!(shutdown);
     loop {
+        // No new socket while many evicted ones are still closing: the kernel's backlog
+        // holds the new ones meanwhile (see `connections`).
+        let accept = async {
+            table.wait_for_room(MAX_CLOSING).await;
+            listener.accept().await
+        };
         tokio::select! {
-            accepted = listener.accept() => match accepted {
+            accepted = accept => match accepted {
                 Ok((stream, _)) => {
                     accept_errors.recovered();
                     let Ok(connection) = table.admit() else {
@@ -85,6 +91,10 @@ pub async fn serve_router(
     }
     Ok(())
 }
+
+/// How many connections told to close may still hold their sockets before the accept loop
+/// waits for them.
+const MAX_CLOSING: usize = 8;
 
 /// How long an idle connection told to close may take to close by itself: enough to write
 /// an HTTP/2 GOAWAY, not enough for a peer that never answers it to hold the socket (an
@@ -147,6 +157,9 @@ async fn run_connection(
             // never acknowledge); one with requests in flight finishes them, until the
             // server stops hard.
             let idle = connection.in_flight() == 0;
+            if !idle {
+                table.stop_counting_closing(&connection);
+            }
             let linger = async {
                 if idle {
                     tokio::time::sleep(IDLE_CLOSE_LINGER).await;
