@@ -2,9 +2,9 @@
 //! Deno KV's own SQLite backend (`denokv_sqlite`) side by side, the same requests through
 //! both (`peers/denokv_peer.rs`).
 //!
-//! `cargo bench -p stampkv-benches --bench kv` (reads and lists on 100,000 entries; set
-//! `STAMPKV_KV_BENCH_N` for another size). Throughput is in elements: commits, reads, keys
-//! listed, sums.
+//! `cargo bench -p stampkv-benches --bench kv` (reads and lists on 100,000 entries, short
+//! lists on another 100,000; set `STAMPKV_KV_BENCH_N` for another size). Throughput is in
+//! elements: commits, reads, keys listed, sums.
 
 #![allow(
     clippy::unwrap_used,
@@ -135,5 +135,27 @@ fn reads_and_sums(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, commits, reads_and_sums);
+/// Short lists (`prefix: ["posts", u]`, limit 20) on a database of `["posts", u, j]` keys,
+/// 50 per user.
+fn short_lists(c: &mut Criterion) {
+    const PER_USER: u64 = 50;
+    const PAGE: usize = 20;
+    let users = (entries() / PER_USER).max(1);
+    let pool = value_pool(42);
+    let mut group = configure(c, "kv_short_list_20", PAGE as u64);
+    for engine in ENGINES {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = open_kv(engine, dir.path());
+        db.load_posts(users, PER_USER, &pool);
+        db.settle();
+        let mut rng = Rng::new(5);
+        group.bench_function(BenchmarkId::from_parameter(engine), |b| {
+            b.iter(|| assert_eq!(db.list_posts(rng.next_u64() % users, PAGE), PAGE))
+        });
+        db.close();
+    }
+    group.finish();
+}
+
+criterion_group!(benches, commits, reads_and_sums, short_lists);
 criterion_main!(benches);

@@ -18,7 +18,11 @@
 //! - `get`: `--gets` random point reads;
 //! - `list`: `--lists` lists of one batch of 1000 entries under `["users"]`, from start keys
 //!   stepping through the keyspace (keys/s; latency per batch);
-//! - `sum`: `--commits` sums of KvU64 1 on `["counters", i % 100]`, one durable commit each.
+//! - `sum`: `--commits` sums of KvU64 1 on `["counters", i % 100]`, one durable commit each;
+//! - `short_list`: a typical page of a Deno KV application, `kv.list({ prefix: ["posts", u] },
+//!   { limit: 20 })` for `--lists` × 20 random users `u`, on a database of its own holding
+//!   `--entries` keys `["posts", u, j]` (50 per user), loaded and settled (keys/s; latency per
+//!   list).
 
 #![allow(
     clippy::unwrap_used,
@@ -39,8 +43,12 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Instant;
 
-const WORKLOADS: [&str; 6] = ["commit_1", "commit_8", "get_unflushed", "get", "list", "sum"];
+const WORKLOADS: [&str; 7] = ["commit_1", "commit_8", "get_unflushed", "get", "list", "short_list", "sum"];
 const LIST_BATCH: usize = 1000;
+/// Keys `["posts", u, j]` per user `u` for `short_list`.
+const POSTS_PER_USER: u64 = 50;
+/// Entries per `short_list` list (a page).
+const SHORT_LIST: usize = 20;
 const COUNTERS: u64 = 100;
 
 struct Args {
@@ -155,6 +163,22 @@ fn child(engine: &str, args: &Args) {
     );
     println!("INFO disk_mib {:.1}", dir_bytes(&dir) as f64 / (1 << 20) as f64);
     db.close();
+
+    // Short lists, on a database of their own: `--entries` keys ["posts", u, j].
+    let db = open_kv(engine, &root.path().join("posts"));
+    let users = (n / POSTS_PER_USER).max(1);
+    db.load_posts(users, POSTS_PER_USER, &pool);
+    db.settle();
+    let pages: Vec<u64> = shuffled(users, 5).into_iter().cycle().take(args.lists as usize * 20).collect();
+    emit(
+        "short_list",
+        &timed(&pages, |u| {
+            let count = db.list_posts(u, SHORT_LIST);
+            assert_eq!(count, SHORT_LIST, "list of user {u}");
+            count as u64
+        }),
+    );
+    db.close();
     println!("INFO peak_rss_mib {:.1}", peak_rss_bytes().unwrap_or(0) as f64 / (1 << 20) as f64);
 }
 
@@ -259,12 +283,16 @@ fn main() {
         }
         println!();
     }
-    println!("(list: keys/s, latency per batch of {LIST_BATCH}; ratio: first engine / second)");
+    println!(
+        "(list: keys/s, latency per batch of {LIST_BATCH}; short_list: keys/s, latency per list of \
+         {SHORT_LIST}; ratio: first engine / second)"
+    );
     if args.engines.len() == 2 {
-        let targets: [(&str, &[&str], f64); 3] = [
+        let targets: [(&str, &[&str], f64); 4] = [
             ("durable atomic commits from 8 clients", &["commit_8"], 5.0),
             ("point reads (the worse of get, get_unflushed)", &["get", "get_unflushed"], 10.0),
             ("lists", &["list"], 3.0),
+            ("short lists (prefix, limit 20)", &["short_list"], 5.0),
         ];
         for (what, workloads, goal) in targets {
             let worst = workloads.iter().filter_map(|w| ratios.get(w)).copied().fold(f64::INFINITY, f64::min);

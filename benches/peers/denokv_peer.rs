@@ -17,7 +17,9 @@
 //! - list: one batch of up to 1000 entries under `["users"]` from a start key (the first
 //!   batch of `kv.list({ prefix: ["users"], start }, { batchSize: 1000 })`); the peer reads
 //!   `[start, ["users"] ++ FF)`, limit 1000;
-//! - sum: `sum(["counters", c], KvU64 1)`, one durable atomic commit per sum.
+//! - sum: `sum(["counters", c], KvU64 1)`, one durable atomic commit per sum;
+//! - short list: `kv.list({ prefix: ["posts", u] }, { limit: 20 })` over keys
+//!   `["posts", u, j]` (Deno's prefix range: `[prefix ++ 00, prefix ++ FF)`, limit 20).
 
 use denokv_proto::{
     encode_key, AtomicWrite, Check, Consistency, Database, Key as DenoKey, KeyPart as DenoKeyPart,
@@ -60,6 +62,11 @@ pub trait KvBench {
     fn list(&self, start: u64, limit: usize) -> usize;
     /// Adds KvU64 1 to `["counters", counter]` in its own atomic commit.
     fn sum(&self, counter: u64);
+    /// Sets `["posts", u, j]` for `u` in `0..users`, `j` in `0..per_user` (untimed setup),
+    /// [`LOAD_BATCH`] sets per atomic commit.
+    fn load_posts(&self, users: u64, per_user: u64, pool: &[u8]);
+    /// Lists up to `limit` entries with the prefix `["posts", user]`; how many.
+    fn list_posts(&self, user: u64, limit: usize) -> usize;
     /// Closes the database.
     fn close(self: Box<Self>);
 }
@@ -91,6 +98,18 @@ fn deno_prefix(name: &str) -> Vec<u8> {
 fn deno_counter(counter: u64) -> Vec<u8> {
     encode_key(&DenoKey(vec![DenoKeyPart::String("counters".into()), DenoKeyPart::Float(counter as f64)]))
         .expect("encode key")
+}
+
+/// The stampkv key `["posts", user, j]`.
+fn stampkv_post(user: u64, j: u64) -> Key {
+    key!["posts", user as f64, j as f64]
+}
+
+/// The encoded Deno key `["posts", user]` with `tail` parts after it.
+fn deno_post(user: u64, tail: Option<u64>) -> Vec<u8> {
+    let mut parts = vec![DenoKeyPart::String("posts".into()), DenoKeyPart::Float(user as f64)];
+    parts.extend(tail.map(|j| DenoKeyPart::Float(j as f64)));
+    encode_key(&DenoKey(parts)).expect("encode key")
 }
 
 /// Checks that both sides encode the benchmark keys to the same (16) bytes.
@@ -191,6 +210,28 @@ impl KvBench for StampKv {
     fn sum(&self, counter: u64) {
         let result = self.kv.atomic().sum(&key!["counters", counter as f64], 1).commit().expect("sum");
         assert!(result.ok());
+    }
+
+    fn load_posts(&self, users: u64, per_user: u64, pool: &[u8]) {
+        let all: Vec<(u64, u64)> = (0..users).flat_map(|u| (0..per_user).map(move |j| (u, j))).collect();
+        for batch in all.chunks(LOAD_BATCH as usize) {
+            let mut op = self.kv.atomic();
+            for &(u, j) in batch {
+                op = op.set(&stampkv_post(u, j), &KvValue::Bytes(value(pool, u * per_user + j).to_vec()));
+            }
+            assert!(op.commit().expect("load posts").ok());
+        }
+    }
+
+    fn list_posts(&self, user: u64, limit: usize) -> usize {
+        let selector = Selector::prefix(key!["posts", user as f64]);
+        let options = ListOptions { limit: Some(limit), batch_size: Some(limit), ..ListOptions::default() };
+        let mut count = 0;
+        for entry in self.kv.list::<KvValue>(&selector, &options).expect("list") {
+            entry.expect("list entry");
+            count += 1;
+        }
+        count
     }
 
     fn close(self: Box<Self>) {
@@ -328,6 +369,29 @@ impl KvBench for DenoKvPeer {
         };
         let mutation = Mutation { key: deno_counter(counter), kind: sum, expire_at: None };
         assert!(self.runtime.block_on(Self::write(&self.db, Vec::new(), vec![mutation])));
+    }
+
+    fn load_posts(&self, users: u64, per_user: u64, pool: &[u8]) {
+        let all: Vec<(u64, u64)> = (0..users).flat_map(|u| (0..per_user).map(move |j| (u, j))).collect();
+        for batch in all.chunks(LOAD_BATCH as usize) {
+            let mutations = batch
+                .iter()
+                .map(|&(u, j)| Mutation {
+                    key: deno_post(u, Some(j)),
+                    kind: MutationKind::Set(DenoValue::Bytes(value(pool, u * per_user + j).to_vec())),
+                    expire_at: None,
+                })
+                .collect();
+            assert!(self.runtime.block_on(Self::write(&self.db, Vec::new(), mutations)));
+        }
+    }
+
+    fn list_posts(&self, user: u64, limit: usize) -> usize {
+        let prefix = deno_post(user, None);
+        let (mut start, mut end) = (prefix.clone(), prefix);
+        start.push(0x00);
+        end.push(0xFF);
+        self.read(start, end, u32::try_from(limit).expect("limit"))
     }
 
     fn close(self: Box<Self>) {
