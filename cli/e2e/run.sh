@@ -23,7 +23,7 @@ deno="$e2e/node_modules/.bin/deno"
 if ! "$deno" --version 2>/dev/null | grep -q '^deno 2\.9\.6 '; then
   npm install --no-save --no-audit --no-fund deno@2.9.6
 fi
-"$deno" --version | head -1
+"$deno" --version | sed -n 1p
 export DENO_NO_UPDATE_CHECK=1 DENO_NO_PROMPT=1
 run_deno() { "$deno" run --unstable-kv -A "$@"; }
 

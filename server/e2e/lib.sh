@@ -9,7 +9,7 @@ wait_for_address() {
     sleep 0.1
   done
   local addr
-  addr="$(grep -o 'addr=127\.0\.0\.1:[0-9]*' "$2" | head -1 | cut -d= -f2)"
+  addr="$(grep -m1 -o 'addr=127\.0\.0\.1:[0-9]*' "$2" | cut -d= -f2)"
   [ -n "$addr" ] || { cat "$2" >&2; fail "the process did not report its address"; }
   echo "$addr"
 }
