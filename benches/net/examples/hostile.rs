@@ -4,9 +4,9 @@
 //!
 //! ```text
 //! cargo build --release -p stampkv-cli --bin stampkv
-//! cargo run --release -p stampkv-benches --example hostile -- target/release/stampkv --bench \
+//! cargo run --release -p stampkv-netbench --example hostile -- target/release/stampkv --bench \
 //!     [--seconds 10] [--watchers 1000] [--tsv benches/results/hostile.tsv --label NAME]
-//! cargo run --release -p stampkv-benches --example hostile -- target/release/stampkv --check
+//! cargo run --release -p stampkv-netbench --example hostile -- target/release/stampkv --check
 //! ```
 //!
 //! The server runs in a temporary directory on a loopback port with small limits
