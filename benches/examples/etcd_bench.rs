@@ -6,6 +6,9 @@
 //! cargo run --release -p stampkv-benches --example etcd_bench -- \
 //!     [--stampkv target/release/stampkv] [--seconds 5] [--clients 32] [--keys 10000]
 //! ```
+//! With `STAMPKV_ETCD_DIR=DIR` the members keep their data in DIR (a real disk) instead of
+//! `/dev/shm`.
+//!
 //! Workloads (each for `--seconds`, from `--clients` concurrent clients):
 //! - `etcd put`: plain single-key puts of fresh keys (100-byte values) with the `etcd-client`
 //!   crate (the library the cluster store uses), all clients on one connection as that
@@ -16,8 +19,9 @@
 //! - `etcd get` linearizable / serializable against `stampkv get` strong / eventual: point
 //!   reads of `--keys` preloaded keys.
 //!
-//! Prints throughput, p50/p99 latency, the ratios, and what one commit cost in etcd
-//! transactions (from the server's `/metrics`).
+//! Prints throughput, p50/p99 latency, the ratios, what one commit cost in etcd
+//! transactions (from the server's `/metrics`), and the CPU time per operation of etcd,
+//! the server and the clients.
 
 #![allow(
     clippy::unwrap_used,
@@ -63,11 +67,76 @@ fn parse_args() -> Args {
     args
 }
 
-/// Throughput and latencies of one workload.
+/// Throughput, latencies and CPU time of one workload.
 struct Measured {
     ops: usize,
     seconds: f64,
     latencies: Vec<Duration>,
+    cpu: CpuSplit,
+}
+
+/// CPU seconds spent during a workload: by the whole machine, by `stampkv serve` and by
+/// this program (the clients); the rest is etcd's (and whatever else ran).
+#[derive(Clone, Copy, Default)]
+struct CpuSplit {
+    machine: f64,
+    server: f64,
+    clients: f64,
+}
+
+impl CpuSplit {
+    /// The CPU seconds used so far (since boot for the machine, since start for processes).
+    fn now(server: u32) -> CpuSplit {
+        CpuSplit {
+            machine: machine_busy_seconds(),
+            server: process_seconds(&server.to_string()),
+            clients: process_seconds("self"),
+        }
+    }
+
+    fn since(self, start: CpuSplit) -> CpuSplit {
+        CpuSplit {
+            machine: self.machine - start.machine,
+            server: self.server - start.server,
+            clients: self.clients - start.clients,
+        }
+    }
+
+    /// Microseconds of CPU per operation: etcd (and the rest), server, clients.
+    fn per_op(&self, ops: usize) -> String {
+        let us = |s: f64| 1e6 * s / ops.max(1) as f64;
+        let etcd = (self.machine - self.server - self.clients).max(0.0);
+        format!(
+            "CPU per op: etcd {:.0} us, server {:.0} us, clients {:.0} us",
+            us(etcd),
+            us(self.server),
+            us(self.clients)
+        )
+    }
+}
+
+/// Clock ticks per second of `/proc` times (`getconf CLK_TCK`; 100 on Linux).
+const TICKS: f64 = 100.0;
+
+/// Busy CPU seconds of the machine since boot (`/proc/stat`: all but idle and iowait).
+fn machine_busy_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let fields: Vec<f64> =
+        stat.lines().next().unwrap_or("").split_whitespace().skip(1).filter_map(|f| f.parse().ok()).collect();
+    let total: f64 = fields.iter().take(8).sum();
+    let idle = fields.get(3).copied().unwrap_or(0.0) + fields.get(4).copied().unwrap_or(0.0);
+    (total - idle) / TICKS
+}
+
+/// User plus system CPU seconds of process `pid` (`/proc/<pid>/stat`; "self" for this one).
+fn process_seconds(pid: &str) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name (which may hold spaces) end with ')'.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after ')'.
+    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(0.0);
+    (ticks(11) + ticks(12)) / TICKS
 }
 
 impl Measured {
@@ -84,7 +153,8 @@ impl Measured {
 }
 
 /// Runs `op(client, i)` from `clients` tasks for `seconds`; `op` returns after one request.
-async fn drive<F, Fut>(clients: usize, seconds: f64, op: F) -> Measured
+/// `server` is the pid of `stampkv serve`, whose CPU time is counted apart.
+async fn drive<F, Fut>(server: u32, clients: usize, seconds: f64, op: F) -> Measured
 where
     F: Fn(usize, u64) -> Fut + Send + Sync + 'static,
     Fut: std::future::Future<Output = ()> + Send,
@@ -92,6 +162,7 @@ where
     let op = Arc::new(op);
     let deadline = Instant::now() + Duration::from_secs_f64(seconds);
     let started = Instant::now();
+    let cpu = CpuSplit::now(server);
     let mut tasks = Vec::new();
     for c in 0..clients {
         let op = op.clone();
@@ -111,7 +182,13 @@ where
     for task in tasks {
         latencies.extend(task.await.unwrap());
     }
-    Measured { ops: latencies.len(), seconds: started.elapsed().as_secs_f64(), latencies }
+    let cpu = CpuSplit::now(server).since(cpu);
+    Measured { ops: latencies.len(), seconds: started.elapsed().as_secs_f64(), latencies, cpu }
+}
+
+/// The machine's cores.
+fn cores() -> f64 {
+    std::thread::available_parallelism().map_or(1.0, |n| n.get() as f64)
 }
 
 fn value() -> Vec<u8> {
@@ -152,11 +229,13 @@ fn metric(text: &str, name: &str) -> f64 {
 
 fn row(name: &str, m: &Measured) {
     println!(
-        "{name:<34} {:>10.0}/s  p50 {:>8.2} ms  p99 {:>8.2} ms  ({} ops)",
+        "{name:<34} {:>10.0}/s  p50 {:>8.2} ms  p99 {:>8.2} ms  ({} ops; machine {:.0}% busy; {})",
         m.rate(),
         m.percentile(0.5).as_secs_f64() * 1e3,
         m.percentile(0.99).as_secs_f64() * 1e3,
-        m.ops
+        m.ops,
+        100.0 * m.cpu.machine / (m.seconds * cores()),
+        m.cpu.per_op(m.ops)
     );
 }
 
@@ -170,13 +249,14 @@ fn main() {
     );
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     let (server, url) = start_server(&args, &endpoints);
+    let server_pid = server.id();
     runtime.block_on(async {
         // Plain etcd puts and gets with the same client library as the cluster store.
         let etcd = etcd_client::Client::connect(cluster.endpoints(), None).await.unwrap();
         let kv = etcd.kv_client();
         let put = {
             let kv = kv.clone();
-            drive(args.clients, args.seconds, move |c, i| {
+            drive(server_pid, args.clients, args.seconds, move |c, i| {
                 let mut kv = kv.clone();
                 async move {
                     kv.put(format!("plain/put/{c}/{i}"), value(), None).await.unwrap();
@@ -190,7 +270,7 @@ fn main() {
         let keys = args.keys;
         let etcd_get = |serializable: bool| {
             let kv = kv.clone();
-            drive(args.clients, args.seconds, move |c, i| {
+            drive(server_pid, args.clients, args.seconds, move |c, i| {
                 let mut kv = kv.clone();
                 let n = SplitMix64::new((c as u64) << 32 | i).next_u64() % keys;
                 async move {
@@ -212,7 +292,7 @@ fn main() {
         let before = metrics(&url).await;
         let commit = {
             let clients = clients.clone();
-            drive(args.clients, args.seconds, move |c, i| {
+            drive(server_pid, args.clients, args.seconds, move |c, i| {
                 let kv = clients[c].clone();
                 async move {
                     let key: Key = key!["commit", c as u64, i];
@@ -249,7 +329,7 @@ fn main() {
         op.commit().await.unwrap();
         let stampkv_get = |consistency: Consistency| {
             let clients = clients.clone();
-            drive(args.clients, args.seconds, move |c, i| {
+            drive(server_pid, args.clients, args.seconds, move |c, i| {
                 let kv = clients[c].clone();
                 let n = SplitMix64::new((c as u64) << 32 | i).next_u64() % keys;
                 async move {
@@ -258,8 +338,11 @@ fn main() {
                 }
             })
         };
+        let reads_before = metric(&metrics(&url).await, "stampkv_etcd_read_seconds_count");
         let strong = stampkv_get(Consistency::Strong).await;
+        let reads_between = metric(&metrics(&url).await, "stampkv_etcd_read_seconds_count");
         let eventual = stampkv_get(Consistency::Eventual).await;
+        let reads_after = metric(&metrics(&url).await, "stampkv_etcd_read_seconds_count");
 
         println!();
         row("etcd put (single key)", &put);
@@ -276,10 +359,18 @@ fn main() {
         );
         row("etcd get (linearizable)", &etcd_linearizable);
         row("stampkv get (strong)", &strong);
-        println!("  ratio: {:.2}x", strong.rate() / etcd_linearizable.rate());
+        println!(
+            "  ratio: {:.2}x; {:.2} etcd reads per get",
+            strong.rate() / etcd_linearizable.rate(),
+            (reads_between - reads_before) / strong.ops.max(1) as f64
+        );
         row("etcd get (serializable)", &etcd_serializable);
         row("stampkv get (eventual)", &eventual);
-        println!("  ratio: {:.2}x", eventual.rate() / etcd_serializable.rate());
+        println!(
+            "  ratio: {:.2}x; {:.2} etcd reads per get",
+            eventual.rate() / etcd_serializable.rate(),
+            (reads_after - reads_between) / eventual.ops.max(1) as f64
+        );
     });
     let mut server = server;
     let _ = server.kill();
