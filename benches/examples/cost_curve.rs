@@ -8,6 +8,9 @@
 //!     [--cache-mib 256] [--dir PATH] [--results benches/results/cost-curve.tsv] [--render-only]
 //! ```
 //!
+//! The engine `stampkv-no-read-compaction` is stampkv with `read_triggered_compaction`
+//! off, for measuring what the compactions that seeks ask for change.
+//!
 //! Each (engine, size) runs in its own child process, so peak memory is its own, and its
 //! database is deleted before the next starts (a 100 M-key database is about 12 GB).
 //! With `--runs N` each size is measured N times, the engines alternating within each
@@ -163,6 +166,13 @@ fn values_name(args: &Args) -> &'static str {
 fn open(engine: &str, dir: &Path, cache_bytes: u64) -> Box<dyn BenchEngine> {
     match engine {
         "stampkv" => Box::new(StampkvEngine::open_with(dir, Compression::default(), cache_bytes as usize)),
+        // Without the compactions that seeks ask for: what they change.
+        "stampkv-no-read-compaction" => Box::new(StampkvEngine::open_with_options(
+            dir,
+            Compression::default(),
+            cache_bytes as usize,
+            |o| o.read_triggered_compaction = false,
+        )),
         "fjall" => Box::new(fjall_peer::FjallEngine::open_with_cache(dir, Some(cache_bytes))),
         "redb" => Box::new(redb_peer::RedbEngine::open(dir, cache_bytes as usize)),
         other => panic!("unknown engine {other}"),
@@ -464,7 +474,7 @@ fn value_text(value: f64) -> String {
 
 /// Markdown tables, one per size, with each engine's value and stampkv's ratio to it.
 fn write_markdown(path: &Path, values: &str, results: &Results, cache_mib: u64) {
-    let engines: Vec<String> = ["stampkv", "fjall", "redb"]
+    let engines: Vec<String> = ["stampkv", "stampkv-no-read-compaction", "fjall", "redb"]
         .into_iter()
         .filter(|e| results.keys().any(|(v, en, _, _)| v == values && en == e))
         .map(str::to_owned)

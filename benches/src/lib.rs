@@ -211,10 +211,21 @@ impl StampkvEngine {
 
     /// [`StampkvEngine::open`] with the given compression and block cache size.
     pub fn open_with(dir: &Path, compression: Compression, block_cache_bytes: usize) -> Self {
+        Self::open_with_options(dir, compression, block_cache_bytes, |_| {})
+    }
+
+    /// [`StampkvEngine::open_with`], with `adjust` changing the options last.
+    pub fn open_with_options(
+        dir: &Path,
+        compression: Compression,
+        block_cache_bytes: usize,
+        adjust: impl FnOnce(&mut Options),
+    ) -> Self {
         let mut options = Options::default();
         options.sync_mode = SyncMode::Buffered;
         options.block_cache_bytes = block_cache_bytes;
         options.table.compression = compression;
+        adjust(&mut options);
         StampkvEngine { db: Db::open(dir, options).expect("open stampkv") }
     }
 }
@@ -262,8 +273,11 @@ impl BenchEngine for StampkvEngine {
     fn report(&self) -> String {
         let stats = self.db.stats();
         format!(
-            "write-amp {:.2}, files/level {:?}, level targets MiB {:?}, stalls {} ({} ms, longest {} ms), memtable switches {} (longest {} ms), tables {:.1} MiB ({:.1} MiB uncompressed, ratio {:.2}), open tables {} (index+filter {} KiB), index/filter cache hits/misses {:?}, heap trims {} ({} ms)",
+            "write-amp {:.2}, read compactions {}, memtable {} KiB + {} frozen, files/level {:?}, level targets MiB {:?}, stalls {} ({} ms, longest {} ms), memtable switches {} (longest {} ms), tables {:.1} MiB ({:.1} MiB uncompressed, ratio {:.2}), open tables {} (index+filter {} KiB), index/filter cache hits/misses {:?}, heap trims {} ({} ms)",
             stats.write_amplification(),
+            stats.read_compactions,
+            stats.memtable_bytes >> 10,
+            stats.immutable_memtables,
             stats.files_per_level,
             stats.level_target_bytes.map(|b| b >> 20),
             stats.stalls + stats.slowdowns,

@@ -116,6 +116,15 @@ pub struct Options {
     pub cache_index_and_filter_blocks: bool,
     /// Level-0 file count that triggers compaction (default 4).
     pub l0_compaction_trigger: usize,
+    /// Compact tables that reads keep paying for (default true): a cursor or range that
+    /// starts at a key covered by two or more tables of different runs (overlapping
+    /// level-0 files, or files of several levels) charges one seek to the newest of them;
+    /// once a table has absorbed one seek per 16 KiB of its size (at least 100), and no
+    /// level is over its limit, it is merged into the level below. LevelDB's seek
+    /// compaction and Pebble's read-triggered compactions work the same way; after a fill,
+    /// the first few thousand seeks leave the data in fewer runs, which every later seek
+    /// then positions instead of all of them (`Stats::read_compactions`).
+    pub read_triggered_compaction: bool,
     /// Level-0 file count at which each write is delayed by 1 ms (default 12).
     pub l0_slowdown_trigger: usize,
     /// Level-0 file count at which writes stop until compaction catches up (default 20).
@@ -168,6 +177,7 @@ impl Default for Options {
             cache_index_and_filter_blocks: true,
             release_freed_memory: true,
             l0_compaction_trigger: 4,
+            read_triggered_compaction: true,
             l0_slowdown_trigger: 12,
             l0_stop_trigger: 20,
             target_file_size: 16 << 20,

@@ -512,6 +512,9 @@ impl SkipList {
         loop {
             // SAFETY: `x` is the head or a node reached at `level - 1 < max_height`.
             let next = unsafe { link(x, level - 1) }.load(AtomicOrdering::Acquire);
+            // Both lines of the node at once: the comparison reads its header, then its key,
+            // which often starts in the second line (misses in parallel, not one by one).
+            prefetch(next);
             // SAFETY: a non-null link points to a published node of this list.
             if !next.is_null() && unsafe { node_cmp(next, user_key, trailer) } == Ordering::Less {
                 x = next;

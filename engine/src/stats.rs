@@ -13,6 +13,7 @@ pub(crate) struct Counters {
     pub flush_bytes_uncompressed: AtomicU64,
     pub compactions: AtomicU64,
     pub trivial_moves: AtomicU64,
+    pub read_compactions: AtomicU64,
     pub compaction_bytes_read: AtomicU64,
     pub compaction_bytes_written: AtomicU64,
     pub compaction_bytes_written_uncompressed: AtomicU64,
@@ -60,6 +61,9 @@ pub struct Stats {
     pub compactions: u64,
     /// Compactions that moved a file down a level without rewriting it.
     pub trivial_moves: u64,
+    /// Compactions asked for by reads (`Options::read_triggered_compaction`), trivial moves
+    /// included.
+    pub read_compactions: u64,
     /// Bytes of tables read by compactions since open.
     pub compaction_bytes_read: u64,
     /// Bytes of tables written by compactions since open.
@@ -138,6 +142,7 @@ impl Stats {
         self.flush_bytes_uncompressed = load(&c.flush_bytes_uncompressed);
         self.compactions = load(&c.compactions);
         self.trivial_moves = load(&c.trivial_moves);
+        self.read_compactions = load(&c.read_compactions);
         self.compaction_bytes_read = load(&c.compaction_bytes_read);
         self.compaction_bytes_written = load(&c.compaction_bytes_written);
         self.compaction_bytes_written_uncompressed = load(&c.compaction_bytes_written_uncompressed);

@@ -16,7 +16,9 @@
 //! the files below it overlaps. A single file with nothing to merge with is moved down
 //! without rewriting (a trivial move). One compaction runs at a time (`compaction_lock`),
 //! so no file is in two compactions. When nothing is over its limit, the table whose
-//! expired values waited longest is rewritten.
+//! expired values waited longest is rewritten; when none holds any, a table that reads
+//! kept positioning together with an older run (`Options::read_triggered_compaction`) is
+//! merged down: all of level 0, or the one file with the files below it overlaps.
 //!
 //! **Stall bound.** Writers slow down (1 ms once per commit) at `l0_slowdown_trigger`
 //! level-0 files and stop at `l0_stop_trigger` (`write.rs`). Since level 0 then goes first,
@@ -48,6 +50,8 @@ pub(crate) struct Plan {
     pub inputs: Vec<Arc<TableFile>>,
     /// Files taken from `output_level`.
     pub overlapping: Vec<Arc<TableFile>>,
+    /// Asked for by reads, not by sizes or expiry.
+    pub read_triggered: bool,
 }
 
 impl Plan {
@@ -103,10 +107,35 @@ fn min_overlapping_ratio<'a, T>(files: &'a [T], next: &[T], desc: impl Fn(&T) ->
 
 impl DbInner {
     /// The most urgent compaction of `version`: a level over its limit first, else a table
-    /// holding values expired at `gc_time_ms`.
+    /// holding values expired at `gc_time_ms`, else a table whose seeks are used up.
     fn pick(&self, version: &Version, gc_time_ms: u64) -> Option<Plan> {
         let targets = LevelTargets::of(&self.options, version);
-        self.pick_by_size(version, &targets).or_else(|| Self::pick_expired(version, &targets, gc_time_ms))
+        self.pick_by_size(version, &targets)
+            .or_else(|| Self::pick_expired(version, &targets, gc_time_ms))
+            .or_else(|| self.pick_read_triggered(version, &targets))
+    }
+
+    /// The newest table whose seeks are used up, merged into the level below: with the rest
+    /// of level 0 if it is a level-0 file, else with the files below that it overlaps.
+    fn pick_read_triggered(&self, version: &Version, targets: &LevelTargets) -> Option<Plan> {
+        if !self.options.read_triggered_compaction {
+            return None;
+        }
+        let (level, file) = version.seek_exhausted_file()?;
+        let output_level = targets.output_level(version, level);
+        if output_level > LAST_LEVEL {
+            // Nothing lies below the last level (its files are never charged).
+            return None;
+        }
+        let mut plan = if level == 0 {
+            Self::plan_whole_level(version, 0, output_level)
+        } else {
+            let overlapping =
+                version.overlapping(output_level, &file.desc.smallest_key, &file.desc.largest_key);
+            Plan { level, output_level, inputs: vec![file.clone()], overlapping, read_triggered: false }
+        };
+        plan.read_triggered = true;
+        Some(plan)
     }
 
     /// The table whose expired values have waited longest, rewritten in place (from level
@@ -121,7 +150,13 @@ impl DbInner {
         if level == 0 {
             return Some(Self::plan_whole_level(version, 0, targets.output_level(version, 0)));
         }
-        Some(Plan { level, output_level: level, inputs: vec![file.clone()], overlapping: Vec::new() })
+        Some(Plan {
+            level,
+            output_level: level,
+            inputs: vec![file.clone()],
+            overlapping: Vec::new(),
+            read_triggered: false,
+        })
     }
 
     /// The level most over its size (or file count) limit, if any: all of level 0, or the
@@ -150,7 +185,7 @@ impl DbInner {
         let file =
             min_overlapping_ratio(version.files(level), version.files(output_level), |f| &f.desc)?.clone();
         let overlapping = version.overlapping(output_level, &file.desc.smallest_key, &file.desc.largest_key);
-        Some(Plan { level, output_level, inputs: vec![file], overlapping })
+        Some(Plan { level, output_level, inputs: vec![file], overlapping, read_triggered: false })
     }
 
     /// All files of `level` and the files of `output_level` they overlap.
@@ -160,11 +195,14 @@ impl DbInner {
             Some((lo, hi)) if output_level != level => version.overlapping(output_level, &lo, &hi),
             _ => Vec::new(),
         };
-        Plan { level, output_level, inputs, overlapping }
+        Plan { level, output_level, inputs, overlapping, read_triggered: false }
     }
 
     /// Runs one compaction and installs its result.
     fn run(&self, plan: &Plan) -> Result<()> {
+        if plan.read_triggered {
+            Counters::add(&self.counters.read_compactions, 1);
+        }
         if let (true, [file]) = (plan.is_trivial_move(), plan.inputs.as_slice()) {
             let edit = VersionEdit {
                 deleted: vec![(plan.level, file.desc.number)],

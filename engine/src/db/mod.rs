@@ -259,6 +259,7 @@ impl Db {
     /// One consistent view of the database is used for the whole iteration.
     pub fn range<K: AsRef<[u8]>, R: std::ops::RangeBounds<K>>(&self, range: R) -> DbIter {
         let (seq, state) = self.inner.read_view();
+        self.inner.charge_read(&state, &range);
         DbIter::new(state, seq, self.inner.clock.now_ms(), &range)
     }
 
@@ -267,6 +268,7 @@ impl Db {
     /// of the database is used throughout, as by [`Db::range`].
     pub fn cursor<K: AsRef<[u8]>, R: std::ops::RangeBounds<K>>(&self, range: R) -> DbCursor {
         let (seq, state) = self.inner.read_view();
+        self.inner.charge_read(&state, &range);
         DbCursor::new(&state, seq, self.inner.clock.now_ms(), &range)
     }
 
@@ -448,6 +450,28 @@ impl DbInner {
     pub(crate) fn request_flush(&self) {
         self.work.lock().flush_pending = true;
         self.work_cv.notify_all();
+    }
+
+    /// Charges a read that starts at the start of `range` (without one, at its end) to the
+    /// newest table covering that key when an older run covers it too, and asks for a
+    /// compaction once a table's allowance is used up (`Options::read_triggered_compaction`).
+    pub(crate) fn charge_read<K: AsRef<[u8]>, R: std::ops::RangeBounds<K> + ?Sized>(
+        &self,
+        state: &ReadState,
+        range: &R,
+    ) {
+        use std::ops::Bound;
+        if !self.options.read_triggered_compaction {
+            return;
+        }
+        let key = match (range.start_bound(), range.end_bound()) {
+            (Bound::Included(k) | Bound::Excluded(k), _) => k.as_ref(),
+            (Bound::Unbounded, Bound::Included(k) | Bound::Excluded(k)) => k.as_ref(),
+            (Bound::Unbounded, Bound::Unbounded) => return,
+        };
+        if state.version.charge_read(key) {
+            self.request_compaction();
+        }
     }
 
     pub(crate) fn request_compaction(&self) {

@@ -205,12 +205,14 @@ impl Snapshot {
     /// Entries with keys in `range` in this snapshot.
     pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> DbIter {
         let state = self.inner.read_state.read().clone();
+        self.inner.charge_read(&state, &range);
         DbIter::new(state, self.seq, self.read_time_ms, &range)
     }
 
     /// A cursor over the entries with keys in `range` in this snapshot (see [`DbCursor`]).
     pub fn cursor<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> DbCursor {
         let state = self.inner.read_state.read().clone();
+        self.inner.charge_read(&state, &range);
         DbCursor::new(&state, self.seq, self.read_time_ms, &range)
     }
 }

@@ -6,7 +6,7 @@ use crate::table_cache::TableCache;
 use crate::Result;
 use stampkv_sstable::Table;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
 
 /// What the manifest records about a table file.
@@ -53,7 +53,16 @@ pub(crate) struct TableFile {
     earliest_expiry_ms: Option<u64>,
     /// The file's size had its data blocks been stored uncompressed.
     uncompressed_size: u64,
+    /// Seeks this file may still absorb, as the newest of several runs covering the sought
+    /// key, before a compaction is asked for it ([`TableFile::charge_seek`]).
+    allowed_seeks: AtomicI64,
 }
+
+/// Table bytes per seek a file absorbs before it is compacted: LevelDB's estimate is that
+/// one seek costs about what compacting 40 KB does; 16 KiB is on the safe side.
+const BYTES_PER_ALLOWED_SEEK: u64 = 16 << 10;
+/// The fewest seeks a file absorbs before it is compacted (small files).
+const MIN_ALLOWED_SEEKS: i64 = 100;
 
 /// Name of the table property holding the earliest expiry time (u64 LE, milliseconds).
 pub(crate) const EARLIEST_EXPIRY_PROPERTY: &str = "stampkv.earliest-expiry-ms";
@@ -73,6 +82,7 @@ impl TableFile {
             .and_then(|bytes| bytes.try_into().ok())
             .map(u64::from_le_bytes);
         let uncompressed_size = table.uncompressed_size();
+        let desc_size = desc.size;
         TableFile {
             desc,
             cache,
@@ -82,7 +92,21 @@ impl TableFile {
             obsolete: AtomicBool::new(false),
             earliest_expiry_ms,
             uncompressed_size,
+            allowed_seeks: AtomicI64::new(
+                i64::try_from(desc_size / BYTES_PER_ALLOWED_SEEK).unwrap_or(i64::MAX).max(MIN_ALLOWED_SEEKS),
+            ),
         }
+    }
+
+    /// Charges one seek that positioned this file and an older run as well: true for the
+    /// charge that uses up the file's allowance (exactly once per file).
+    pub(crate) fn charge_seek(&self) -> bool {
+        self.allowed_seeks.fetch_sub(1, Ordering::Relaxed) == 1
+    }
+
+    /// Whether seeks used up the file's allowance: a compaction would spare later seeks.
+    pub(crate) fn seeks_exhausted(&self) -> bool {
+        self.allowed_seeks.load(Ordering::Relaxed) <= 0
     }
 
     /// The file's size had its data blocks been stored uncompressed (known without

@@ -99,6 +99,28 @@ impl Version {
         Ok(None)
     }
 
+    /// Charges a read that starts at `user_key` to the newest table covering the key when
+    /// an older run covers it too (the read positions both; a compaction merging them would
+    /// spare later reads that). True when this charge used up the table's allowance: a
+    /// compaction should be asked for ([`TableFile::charge_seek`]).
+    pub(crate) fn charge_read(&self, user_key: &[u8]) -> bool {
+        let level0 = self.levels[0].iter().filter(|f| f.desc.contains_user_key(user_key));
+        let deeper = self.levels.iter().skip(1).filter_map(|files| {
+            let index = files.partition_point(|f| f.desc.largest_key.as_slice() < user_key);
+            files.get(index).filter(|f| f.desc.smallest_key.as_slice() <= user_key)
+        });
+        let mut covering = level0.chain(deeper);
+        match (covering.next(), covering.next()) {
+            (Some(newest), Some(_)) => newest.charge_seek(),
+            _ => false,
+        }
+    }
+
+    /// The newest file whose seeks are used up (level 0 first, then by level), if any.
+    pub(crate) fn seek_exhausted_file(&self) -> Option<(usize, &Arc<TableFile>)> {
+        self.all_files().find(|(_, f)| f.seeks_exhausted())
+    }
+
     /// Files of `level` whose user-key range meets [lo, hi] (inclusive).
     pub(crate) fn overlapping(&self, level: usize, lo: &[u8], hi: &[u8]) -> Vec<Arc<TableFile>> {
         self.files(level)

@@ -182,3 +182,73 @@ fn a_read_only_open_reports_the_shape_the_writer_left() {
     assert_eq!(usage.live_bytes, live as u64);
     assert_eq!(usage.disk_bytes, stats.table_bytes + stats.wal_bytes_on_disk);
 }
+
+/// Levels (0 counting each file as a run of its own) that hold files.
+fn runs(stats: &Stats) -> usize {
+    stats.files_per_level[0] + stats.files_per_level[1..].iter().filter(|&&files| files > 0).count()
+}
+
+/// Seeks to random keys, reading a few entries each, and runs the background work the
+/// seeks asked for every 50 seeks; the number of seeks until the tree is one run, if it
+/// got there within `seeks`.
+fn seek_until_one_run(db: &Db, rng: &mut Rng, seeks: usize, keys: u64) -> Option<usize> {
+    for i in 0..seeks {
+        if runs(&db.stats()) == 1 {
+            return Some(i);
+        }
+        let key = format!("key{:08}", rng.below(keys)).into_bytes();
+        let mut cursor = db.cursor(key.as_slice()..);
+        for _ in 0..3 {
+            if !cursor.next().unwrap() {
+                break;
+            }
+        }
+        drop(cursor);
+        if i % 50 == 49 {
+            // Inline background work runs here (there is nothing to flush).
+            db.flush().unwrap();
+        }
+    }
+    None
+}
+
+#[test]
+fn seeks_that_pay_for_several_runs_merge_them_into_one() {
+    let options = options(true);
+    let db = Db::open_with_fs(Arc::new(MemFs::new()), DIR, options.clone()).unwrap();
+    let (mut model, mut rng) = (BTreeMap::new(), Rng::new(23));
+    fill(&db, &mut model, &mut rng, 9000, 12_000);
+    db.flush().unwrap();
+    let before = db.stats();
+    assert!(runs(&before) >= 3, "a tree of several runs to begin with: {before:?}");
+    assert_eq!(before.read_compactions, 0, "{before:?}");
+    let seeks = seek_until_one_run(&db, &mut rng, 100_000, 12_000);
+    let after = db.stats();
+    assert!(seeks.is_some(), "still {} runs after 100,000 seeks: {after:?}", runs(&after));
+    assert!(after.read_compactions > 0, "{after:?}");
+    // Reads moved data down, never up: the one run is the last level.
+    assert_eq!(after.files_per_level[LAST], after.files_per_level.iter().sum::<usize>(), "{after:?}");
+    assert_contents(&db, &model);
+    // Writes go on as before on the merged tree.
+    fill(&db, &mut model, &mut rng, 2000, 12_000);
+    assert_dynamic_shape(&db.stats(), &options);
+    assert_contents(&db, &model);
+    db.close().unwrap();
+}
+
+#[test]
+fn without_read_triggered_compaction_seeks_leave_the_tree_as_it_is() {
+    let mut options = options(true);
+    options.read_triggered_compaction = false;
+    let db = Db::open_with_fs(Arc::new(MemFs::new()), DIR, options).unwrap();
+    let (mut model, mut rng) = (BTreeMap::new(), Rng::new(23));
+    fill(&db, &mut model, &mut rng, 9000, 12_000);
+    db.flush().unwrap();
+    let before = db.stats();
+    assert_eq!(seek_until_one_run(&db, &mut rng, 5_000, 12_000), None);
+    let after = db.stats();
+    assert_eq!(after.read_compactions, 0, "{after:?}");
+    assert_eq!(after.files_per_level, before.files_per_level);
+    assert_contents(&db, &model);
+    db.close().unwrap();
+}
