@@ -18,7 +18,10 @@
 //! stall time, peak memory) the worst, and every run's value is printed.
 //! Keys are 16 bytes, values 100 bytes (`--values text`: JSON-like text that compresses to
 //! about 0.4). Every engine gets the same cache budget (`--cache-mib`): stampkv's block
-//! cache, fjall's block cache, redb's page cache; each keeps its own write buffers.
+//! cache, fjall's block cache, redb's page cache; each keeps its own write buffers. With
+//! `--defaults` (`--cache-mib 0`) every engine is opened with its default options instead
+//! (results in `benches/results/cost-curve-defaults.tsv` unless `--results` says otherwise;
+//! give it after `--defaults`).
 //!
 //! Workloads, in this order on one database:
 //! - fillrandom: every key once, in a pseudo-random order (one put per key, handed to the
@@ -94,6 +97,10 @@ const SCAN_BUDGET: Duration = Duration::from_secs(5);
 /// How long the end-of-run space measurement waits for the directory to stop changing.
 const SETTLE_LIMIT: Duration = Duration::from_secs(5);
 
+/// Where results accumulate, with one cache budget for all engines and with `--defaults`.
+const DEFAULT_RESULTS: &str = "benches/results/cost-curve.tsv";
+const DEFAULTS_RESULTS: &str = "benches/results/cost-curve-defaults.tsv";
+
 struct Args {
     sizes: Vec<u64>,
     engines: Vec<String>,
@@ -116,7 +123,7 @@ fn parse_args() -> Args {
         runs: 1,
         cache_mib: 256,
         dir: None,
-        results: PathBuf::from("benches/results/cost-curve.tsv"),
+        results: PathBuf::from(DEFAULT_RESULTS),
         child: None,
         render_only: false,
     };
@@ -136,6 +143,12 @@ fn parse_args() -> Args {
             "--ops" => args.ops = value().parse().expect("--ops"),
             "--runs" => args.runs = value().parse::<usize>().expect("--runs").max(1),
             "--cache-mib" => args.cache_mib = value().parse().expect("--cache-mib"),
+            "--defaults" => {
+                args.cache_mib = 0;
+                if args.results == Path::new(DEFAULT_RESULTS) {
+                    args.results = PathBuf::from(DEFAULTS_RESULTS);
+                }
+            }
             "--dir" => args.dir = Some(PathBuf::from(value())),
             "--results" => args.results = PathBuf::from(value()),
             "--child" => args.child = Some(value()),
@@ -144,7 +157,7 @@ fn parse_args() -> Args {
             "--help" | "-h" => {
                 println!(
                     "cost_curve [--sizes 1000000,10000000] [--engines stampkv,fjall,redb] \
-                     [--values random|text] [--ops 1000000] [--runs 1] [--cache-mib 256] [--dir PATH] \
+                     [--values random|text] [--ops 1000000] [--runs 1] [--cache-mib 256 | --defaults] [--dir PATH] \
                      [--results benches/results/cost-curve.tsv] [--render-only]"
                 );
                 std::process::exit(0);
@@ -163,7 +176,16 @@ fn values_name(args: &Args) -> &'static str {
     }
 }
 
+/// Opens `engine` with a cache of `cache_bytes`; 0 opens it with its default options.
 fn open(engine: &str, dir: &Path, cache_bytes: u64) -> Box<dyn BenchEngine> {
+    if cache_bytes == 0 {
+        return match engine {
+            "stampkv" => Box::new(StampkvEngine::open(dir)),
+            "fjall" => Box::new(fjall_peer::FjallEngine::open(dir)),
+            "redb" => Box::new(redb_peer::RedbEngine::open(dir, 0)),
+            other => panic!("unknown engine {other} for --defaults"),
+        };
+    }
     match engine {
         "stampkv" => Box::new(StampkvEngine::open_with(dir, Compression::default(), cache_bytes as usize)),
         // Without the compactions that seeks ask for: what they change.
@@ -472,6 +494,15 @@ fn value_text(value: f64) -> String {
     }
 }
 
+/// The engines' caches, for captions.
+fn cache_text(cache_mib: u64) -> String {
+    if cache_mib == 0 {
+        "every engine with its default options (caches: stampkv's sized to the machine, redb 1 GiB, fjall 32 MiB)".into()
+    } else {
+        format!("every engine had a {cache_mib} MiB cache")
+    }
+}
+
 /// Markdown tables, one per size, with each engine's value and stampkv's ratio to it.
 fn write_markdown(path: &Path, values: &str, results: &Results, cache_mib: u64) {
     let engines: Vec<String> = ["stampkv", "stampkv-no-read-compaction", "fjall", "redb"]
@@ -485,9 +516,10 @@ fn write_markdown(path: &Path, values: &str, results: &Results, cache_mib: u64) 
     sizes.dedup();
     let mut text = format!(
         "# Cost curve: {values} values\n\nWritten by `examples/cost_curve.rs` (see its header for the method). \
-         16-byte keys, 100-byte {values} values; every engine had a {cache_mib} MiB cache. \
+         16-byte keys, 100-byte {values} values; {}. \
          Ratios are stampkv's value over the peer's (for rates higher is better; for latency, \
-         amplification and memory lower is better).\n"
+         amplification and memory lower is better).\n",
+        cache_text(cache_mib)
     );
     for keys in sizes {
         text.push_str(&format!("\n## {} keys\n\n| metric |", key_count_text(keys as f64)));
@@ -557,7 +589,8 @@ fn write_chart(path: &Path, values: &str, results: &Results, cache_mib: u64) {
         })
         .collect();
     let caption = format!(
-        "stampkv, fjall, redb: cost by database size ({values} 100-byte values, {cache_mib} MiB cache each)"
+        "stampkv, fjall, redb: cost by database size ({values} 100-byte values, {})",
+        cache_text(cache_mib)
     );
     curves(path, &caption, &panels).expect("draw chart");
 }
@@ -655,7 +688,9 @@ fn main() {
         save_results(&args.results, &results);
     }
     let _ = std::fs::remove_dir(&root);
-    let base = args.results.with_file_name(format!("cost-curve-{values}"));
+    // cost-curve.tsv -> cost-curve-random.md, cost-curve-defaults.tsv -> cost-curve-defaults-random.md
+    let stem = args.results.file_stem().map_or("cost-curve".into(), |s| s.to_string_lossy().into_owned());
+    let base = args.results.with_file_name(format!("{stem}-{values}"));
     write_markdown(&base.with_extension("md"), values, &results, args.cache_mib);
     write_chart(&base.with_extension("svg"), values, &results, args.cache_mib);
     println!("wrote {} and {}", base.with_extension("md").display(), base.with_extension("svg").display());

@@ -14,13 +14,14 @@ pub struct RedbEngine {
 }
 
 impl RedbEngine {
-    /// Creates `dir/items.redb` with a cache of `cache_bytes`.
+    /// Creates `dir/items.redb` with a cache of `cache_bytes` (0: redb's default, 1 GiB).
     pub fn open(dir: &Path, cache_bytes: usize) -> Self {
         std::fs::create_dir_all(dir).expect("create redb dir");
-        let db = Database::builder()
-            .set_cache_size(cache_bytes)
-            .create(dir.join("items.redb"))
-            .expect("open redb");
+        let mut builder = Database::builder();
+        if cache_bytes > 0 {
+            builder.set_cache_size(cache_bytes);
+        }
+        let db = builder.create(dir.join("items.redb")).expect("open redb");
         let txn = db.begin_write().expect("begin");
         txn.open_table(ITEMS).expect("create table");
         txn.commit().expect("commit");

@@ -94,7 +94,7 @@ pub use db::{
     RepairReport, Snapshot, TableFileInfo, VerifyReport, BACKUP_FILE,
 };
 pub use error::{Error, Result};
-pub use options::{BackgroundMode, Options, SyncMode, WriteOptions};
+pub use options::{default_block_cache_bytes, BackgroundMode, Options, SyncMode, WriteOptions};
 pub use stampkv_sstable::{Compression, TableOptions};
 pub use stampkv_wal::RecoveryMode;
 pub use stats::{SpaceUsage, Stats};

@@ -90,7 +90,10 @@ pub struct Options {
     /// being rewritten keeps its compression, and every table is readable whatever the
     /// current setting.
     pub compression_per_level: Vec<Compression>,
-    /// Block cache capacity in bytes (default 32 MiB).
+    /// Block cache capacity in bytes (default [`default_block_cache_bytes`]: an eighth of
+    /// the memory the process may use, between 32 MiB and 1 GiB). The cache holds
+    /// decompressed, verified blocks and takes memory only as reads fill it; when it holds
+    /// the tables a read needs, the read makes no system call and verifies no checksum.
     pub block_cache_bytes: usize,
     /// Most tables kept open (default 1000; `usize::MAX` for no limit). Each open table
     /// holds a file descriptor (and, without `cache_index_and_filter_blocks`, its index
@@ -172,7 +175,7 @@ impl Default for Options {
             wal_recovery_mode: RecoveryMode::TolerateCorruptedTail,
             table: TableOptions::default(),
             compression_per_level: Vec::new(),
-            block_cache_bytes: 32 << 20,
+            block_cache_bytes: default_block_cache_bytes(),
             max_open_files: 1000,
             cache_index_and_filter_blocks: true,
             release_freed_memory: true,
@@ -297,6 +300,42 @@ impl WriteOptions {
     }
 }
 
+/// The smallest default block cache.
+const MIN_DEFAULT_BLOCK_CACHE: usize = 32 << 20;
+/// The largest default block cache (redb's default cache is 1 GiB too).
+const MAX_DEFAULT_BLOCK_CACHE: usize = 1 << 30;
+
+/// The default block cache: an eighth of the memory this process may use — the machine's
+/// (`MemTotal` in `/proc/meminfo`), or its cgroup's limit if that is lower — kept between
+/// 32 MiB and 1 GiB; 32 MiB where neither can be read. With 24 GiB that is 1 GiB: a
+/// database of up to about that size is read from memory once read once, as with redb's
+/// default, instead of going back to the file for every block beyond 32 MiB.
+pub fn default_block_cache_bytes() -> usize {
+    let limit = [machine_memory_bytes(), cgroup_memory_limit_bytes()].into_iter().flatten().min();
+    match limit {
+        Some(bytes) => usize::try_from(bytes / 8)
+            .unwrap_or(MAX_DEFAULT_BLOCK_CACHE)
+            .clamp(MIN_DEFAULT_BLOCK_CACHE, MAX_DEFAULT_BLOCK_CACHE),
+        None => MIN_DEFAULT_BLOCK_CACHE,
+    }
+}
+
+/// The machine's memory from `/proc/meminfo`, if it can be read.
+fn machine_memory_bytes() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = meminfo.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
+/// The memory limit of this process's cgroup (v2 `memory.max`, else v1
+/// `memory.limit_in_bytes`), if there is one.
+fn cgroup_memory_limit_bytes() -> Option<u64> {
+    ["/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"]
+        .iter()
+        .find_map(|path| std::fs::read_to_string(path).ok()?.trim().parse().ok())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -311,7 +350,8 @@ mod tests {
         assert_eq!(o.memtables_per_flush, 2);
         assert_eq!(o.max_immutable_memtables, 4);
         assert_eq!(o.write_buffer_size * (1 + o.max_immutable_memtables), 160 << 20);
-        assert_eq!(o.block_cache_bytes, 32 << 20);
+        assert_eq!(o.block_cache_bytes, default_block_cache_bytes());
+        assert!((MIN_DEFAULT_BLOCK_CACHE..=MAX_DEFAULT_BLOCK_CACHE).contains(&o.block_cache_bytes));
         assert_eq!(o.max_open_files, 1000);
         assert_eq!((o.l0_compaction_trigger, o.l0_slowdown_trigger, o.l0_stop_trigger), (4, 12, 20));
         assert_eq!(o.target_file_size, 16 << 20);
