@@ -33,14 +33,12 @@
 )]
 
 use stampkv_benches::report::{loadavg, median, rate_text};
+use stampkv_benches::servers::{ServerProcess, SERVERS};
 use std::collections::BTreeMap;
-use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
 const TOKEN: &str = "kvconnect-bench-token-0123456789";
-const SERVERS: [&str; 2] = ["stampkv", "denokv"];
 
 struct Args {
     stampkv: PathBuf,
@@ -89,69 +87,6 @@ fn parse_args() -> Args {
     args
 }
 
-/// A server process on a loopback port.
-struct Running {
-    child: Child,
-    url: String,
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-fn start_server(args: &Args, server: &str, dir: &Path) -> Running {
-    let port = free_port();
-    let addr = format!("127.0.0.1:{port}");
-    let mut command = match server {
-        "stampkv" => {
-            let mut c = Command::new(&args.stampkv);
-            c.args(["serve", "--sync", "always", "--addr", &addr, "--path"]).arg(dir.join("db"));
-            c
-        }
-        "denokv" => {
-            let mut c = Command::new(&args.denokv);
-            c.arg("--sqlite-path").arg(dir.join("denokv.sqlite3")).args(["serve", "--addr", &addr]);
-            c
-        }
-        other => panic!("unknown server {other}"),
-    };
-    let child = command
-        .env("STAMPKV_ACCESS_TOKEN", TOKEN)
-        .env("DENO_KV_ACCESS_TOKEN", TOKEN)
-        .args(["--access-token", TOKEN])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {server}: {e}"));
-    let started = Instant::now();
-    while TcpStream::connect(&addr).is_err() {
-        assert!(started.elapsed() < Duration::from_secs(30), "{server} did not start listening");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Running { child, url: format!("http://{addr}") }
-}
-
-/// The server's peak resident set (`VmHWM`), in bytes.
-fn peak_rss(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map_or(0, |kb| kb * 1024)
-}
-
-fn stop_server(mut running: Running) {
-    let _ = Command::new("kill").arg("-TERM").arg(running.child.id().to_string()).status();
-    let started = Instant::now();
-    while running.child.try_wait().unwrap().is_none() {
-        if started.elapsed() > Duration::from_secs(20) {
-            let _ = running.child.kill();
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 fn deno_client(
     args: &Args,
     url: &str,
@@ -191,16 +126,6 @@ fn result_line(child: Child) -> (u64, f64, u64, f64) {
     (ops, seconds, all_ops, parts.next().unwrap().parse().unwrap())
 }
 
-/// CPU time (user + system) a process has used so far, in seconds.
-fn cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // Fields after the parenthesised command name; utime and stime are the 14th and 15th.
-    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(0.0);
-    (ticks(11) + ticks(12)) / 100.0
-}
-
 fn read_latencies(path: &Path) -> Vec<f64> {
     std::fs::read(path).unwrap().chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().unwrap())).collect()
 }
@@ -217,12 +142,13 @@ struct Measured {
 
 fn measure(args: &Args, server: &str, workload: &str, clients: usize) -> Measured {
     let dir = tempfile::tempdir().unwrap();
-    let running = start_server(args, server, dir.path());
+    let bin = if server == "stampkv" { &args.stampkv } else { &args.denokv };
+    let mut running = ServerProcess::start(server, bin, dir.path(), TOKEN, None);
     if workload == "read" {
         let preload = deno_client(args, &running.url, "preload", 1, 0, &dir.path().join("preload.lat"));
         result_line(preload);
     }
-    let cpu_before = cpu_seconds(running.child.id());
+    let cpu_before = running.cpu_seconds();
     let procs = if clients == 1 { 1 } else { args.client_procs.clamp(1, clients) };
     let mut children = Vec::new();
     for p in 0..procs {
@@ -242,9 +168,9 @@ fn measure(args: &Args, server: &str, workload: &str, clients: usize) -> Measure
         all_ops += all;
         latencies.extend(read_latencies(&file));
     }
-    let cpu_us_per_op = (cpu_seconds(running.child.id()) - cpu_before) * 1e6 / all_ops.max(1) as f64;
-    let peak_rss = peak_rss(running.child.id());
-    stop_server(running);
+    let cpu_us_per_op = (running.cpu_seconds() - cpu_before) * 1e6 / all_ops.max(1) as f64;
+    let peak_rss = running.peak_rss();
+    running.stop();
     let client_cpu_us_per_op = client_cpu_us / all_ops.max(1) as f64;
     Measured { rate, cpu_us_per_op, client_cpu_us_per_op, latencies, peak_rss }
 }

@@ -13,6 +13,7 @@
 pub mod chart;
 pub mod histogram;
 pub mod report;
+pub mod servers;
 
 use stampkv_engine::{Compression, Db, Options, SyncMode};
 use std::path::Path;

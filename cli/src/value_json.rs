@@ -574,17 +574,6 @@ fn parse_regexp(text: &str) -> Result<Value, String> {
     Ok(Value::RegExp { source: source.to_owned(), flags: flags.to_owned() })
 }
 
-/// Days from 1970-01-01 to a date of the proleptic Gregorian calendar.
-fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
-    let year = if month <= 2 { year - 1 } else { year };
-    let era = year.div_euclid(400);
-    let yoe = year.rem_euclid(400);
-    let month = i64::from(month);
-    let doy = (153 * (if month > 2 { month - 3 } else { month + 9 }) + 2) / 5 + i64::from(day) - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
 fn is_leap(year: i64) -> bool {
     (year % 4 == 0 && year % 100 != 0) || year % 400 == 0
 }
@@ -683,8 +672,8 @@ pub fn parse_iso_date(text: &str) -> Result<f64, String> {
     if pos != bytes.len() {
         return Err(invalid("unexpected text"));
     }
-    let ms =
-        days_from_civil(year, month as u32, day as u32) * 86_400_000 + ms_of_day - offset_minutes * 60_000;
+    let ms = stampkv_model::civil::days_from_civil(year, month as u32, day as u32) * 86_400_000 + ms_of_day
+        - offset_minutes * 60_000;
     if (ms as f64).abs() > 8.64e15 {
         return Err(invalid("beyond the range of a Date (±8.64e15 ms)"));
     }

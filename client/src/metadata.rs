@@ -163,20 +163,15 @@ pub(crate) fn parse_rfc3339(text: &str) -> Option<SystemTime> {
         }
         _ => return None,
     };
-    let secs = days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second - offset_secs;
+    let secs =
+        stampkv_model::civil::days_from_civil(year, u32::try_from(month).ok()?, u32::try_from(day).ok()?)
+            * 86_400
+            + hour * 3600
+            + minute * 60
+            + second
+            - offset_secs;
     let whole = UNIX_EPOCH.checked_add(Duration::from_secs(u64::try_from(secs).ok()?))?;
     whole.checked_add(Duration::from_nanos(u64::from(nanos)))
-}
-
-/// Days since 1970-01-01 (Howard Hinnant's algorithm).
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
 }
 
 #[cfg(test)]

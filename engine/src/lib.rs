@@ -89,9 +89,9 @@ mod version;
 pub use batch::WriteBatch;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use db::{
-    checkpoint, checkpoint_with_fs, repair, restore, verify, CheckpointInfo, Db, DbCursor, DbIter, Entry,
-    Ingest, IngestSummary, LatestView, Loss, Problem, ReadOnlyDb, ReadOnlySnapshot, RecoveryReport,
-    RepairReport, Snapshot, TableFileInfo, VerifyReport, BACKUP_FILE,
+    checkpoint, checkpoint_with_fs, repair, restore, verify, CheckpointInfo, Db, DbCursor, DbIter,
+    DurableCallback, Entry, Ingest, IngestSummary, LatestView, Loss, Problem, ReadOnlyDb, ReadOnlySnapshot,
+    RecoveryReport, RepairReport, Snapshot, TableFileInfo, VerifyReport, BACKUP_FILE,
 };
 pub use error::{Error, Result};
 pub use options::{default_block_cache_bytes, BackgroundMode, Options, SyncMode, WriteOptions};

@@ -11,12 +11,13 @@
 
 use crate::queue::{Enqueue, EnqueueOptions, PendingEnqueue};
 use crate::shared::Core;
-use crate::store::{Abort, CommitOptions, EngineStore, Store, Transaction};
+use crate::store::{Abort, CommitOptions, EngineStore, OnDurable, Store, Transaction};
 use crate::{
     CommitResult, InvalidVersionstamp, Key, KeyPart, KvBigInt, KvEntryMaybe, KvError, KvValue, SetOptions,
     ToKvValue, Value, Versionstamp,
 };
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// A versionstamp check: the key's current versionstamp must equal this one (`None`: the
@@ -71,7 +72,7 @@ pub struct Mutation {
 /// enqueue payloads, the total size and the total key size.
 #[must_use = "an atomic operation does nothing until it is committed"]
 pub struct AtomicOperation<'a, S: Store = EngineStore> {
-    core: &'a Core<S>,
+    core: &'a Arc<Core<S>>,
     checks: Vec<PendingCheck>,
     mutations: Vec<Mutation>,
     enqueues: Vec<PendingEnqueue>,
@@ -90,7 +91,7 @@ struct PendingCheck {
 }
 
 impl<'a, S: Store> AtomicOperation<'a, S> {
-    pub(crate) fn new(core: &'a Core<S>) -> Self {
+    pub(crate) fn new(core: &'a Arc<Core<S>>) -> Self {
         AtomicOperation {
             core,
             checks: Vec::new(),
@@ -283,6 +284,62 @@ impl<'a, S: Store> AtomicOperation<'a, S> {
 
     /// Runs the operation: all of it, or — when a check fails — none of it.
     pub fn commit(self) -> Result<CommitResult, KvError> {
+        let (core, plan) = self.plan()?;
+        let outcome = core.store.commit(CommitOptions::default(), |view| plan.apply(view));
+        match outcome {
+            Ok((seq, (written, touched, queued))) => {
+                let versionstamp = checked_versionstamp(seq, written);
+                core.watch.notify(&touched);
+                if !queued.is_empty() {
+                    core.queue.enqueued(&queued);
+                }
+                Ok(CommitResult::Committed(versionstamp))
+            }
+            Err(Abort::CheckFailed) => Ok(CommitResult::CheckFailed),
+            Err(Abort::Failed(e)) => Err(e),
+        }
+    }
+
+    /// [`AtomicOperation::commit`] for callers that must not wait for durability on their
+    /// thread (an async server): the commit is applied before this returns, and `done` is
+    /// called with its result once it is known — at once (on this thread) for a failed
+    /// check or an error, and once the commit is durable and visible otherwise (on the
+    /// store's durability thread, or on this one). Watchers and queue listeners are woken
+    /// just before `done`. `done` must not block.
+    ///
+    /// Whether the call itself may block (the store waiting for room, or a store over the
+    /// network) says [`Kv::commit_may_block`](crate::Kv::commit_may_block).
+    pub fn commit_then(self, done: impl FnOnce(Result<CommitResult, KvError>) + Send + 'static) {
+        let (core, plan) = match self.plan() {
+            Ok(planned) => planned,
+            Err(e) => return done(Err(e)),
+        };
+        let meeting = Arc::new(Meeting::default());
+        let durable = meeting.clone();
+        let on_durable: OnDurable = Box::new(move |result| durable.durable(result));
+        let outcome =
+            core.store.commit_deferred(CommitOptions::default(), |view| plan.apply(view), on_durable);
+        match outcome {
+            Ok((seq, (written, touched, queued))) => {
+                let versionstamp = checked_versionstamp(seq, written);
+                let core = core.clone();
+                meeting.finish_with(Box::new(move |result| {
+                    if result.is_ok() {
+                        core.watch.notify(&touched);
+                        if !queued.is_empty() {
+                            core.queue.enqueued(&queued);
+                        }
+                    }
+                    done(result.map(|()| CommitResult::Committed(versionstamp)));
+                }));
+            }
+            Err(Abort::CheckFailed) => done(Ok(CommitResult::CheckFailed)),
+            Err(Abort::Failed(e)) => done(Err(e)),
+        }
+    }
+
+    /// Checks the limits and validates the operation into a plan.
+    fn plan(self) -> Result<(&'a Arc<Core<S>>, Plan), KvError> {
         let AtomicOperation { core, checks, mutations, enqueues, expires_at, error } = self;
         let limits = &core.limits;
         // Deno throws these from the builder call, before the commit starts.
@@ -296,24 +353,70 @@ impl<'a, S: Store> AtomicOperation<'a, S> {
             return Err(KvError::TooManyMutations { max: limits.max_mutations });
         }
         let plan = Plan::validate(core, checks, mutations, &expires_at, enqueues)?;
-        let outcome = core.store.commit(CommitOptions::default(), |view| plan.apply(view));
-        match outcome {
-            Ok((seq, (written, touched, queued))) => {
-                let versionstamp = Versionstamp::from_sequence(seq);
-                // The versionstamp written into the write set is the version the store assigned.
-                if cfg!(any(feature = "invariants", debug_assertions)) {
-                    if let Some(written) = written {
-                        assert_eq!(versionstamp, written, "invariant violated: versionstamp");
-                    }
-                }
-                core.watch.notify(&touched);
-                if !queued.is_empty() {
-                    core.queue.enqueued(&queued);
-                }
-                Ok(CommitResult::Committed(versionstamp))
+        Ok((core, plan))
+    }
+}
+
+/// The versionstamp of commit version `seq`; the one written into the write set (if any)
+/// must be the same: the version the store assigned.
+fn checked_versionstamp(seq: u64, written: Option<Versionstamp>) -> Versionstamp {
+    let versionstamp = Versionstamp::from_sequence(seq);
+    if cfg!(any(feature = "invariants", debug_assertions)) {
+        if let Some(written) = written {
+            assert_eq!(versionstamp, written, "invariant violated: versionstamp");
+        }
+    }
+    versionstamp
+}
+
+/// What finishes a deferred commit, called with whether it became durable.
+type Finish = Box<dyn FnOnce(Result<(), KvError>) + Send>;
+
+/// Where a deferred commit's two halves meet: the store's durability notice, and the
+/// finishing step that needs what the commit returned. Whichever arrives second runs the
+/// finishing step, exactly once.
+#[derive(Default)]
+struct Meeting {
+    state: parking_lot::Mutex<MeetingState>,
+}
+
+#[derive(Default)]
+enum MeetingState {
+    #[default]
+    Waiting,
+    Durable(Result<(), KvError>),
+    Finish(Finish),
+    Done,
+}
+
+impl Meeting {
+    /// The store's notice.
+    fn durable(&self, result: Result<(), KvError>) {
+        let mut state = self.state.lock();
+        match std::mem::replace(&mut *state, MeetingState::Done) {
+            MeetingState::Waiting => *state = MeetingState::Durable(result),
+            MeetingState::Finish(finish) => {
+                drop(state);
+                finish(result);
             }
-            Err(Abort::CheckFailed) => Ok(CommitResult::CheckFailed),
-            Err(Abort::Failed(e)) => Err(e),
+            MeetingState::Durable(_) | MeetingState::Done => {
+                debug_assert!(false, "a deferred commit's durability was reported twice");
+            }
+        }
+    }
+
+    /// The finishing step, once the commit returned.
+    fn finish_with(&self, finish: Finish) {
+        let mut state = self.state.lock();
+        match std::mem::replace(&mut *state, MeetingState::Done) {
+            MeetingState::Waiting => *state = MeetingState::Finish(finish),
+            MeetingState::Durable(result) => {
+                drop(state);
+                finish(result);
+            }
+            MeetingState::Finish(_) | MeetingState::Done => {
+                debug_assert!(false, "a deferred commit was finished twice");
+            }
         }
     }
 }

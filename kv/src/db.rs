@@ -176,6 +176,13 @@ impl<S: Store> Kv<S> {
         AtomicOperation::new(&self.inner)
     }
 
+    /// Whether [`AtomicOperation::commit_then`] may block its caller now: the store waits
+    /// for room (flushes or compactions behind) or commits over the network. A caller that
+    /// must not block (an async server's runtime thread) then commits from a thread that may.
+    pub fn commit_may_block(&self) -> bool {
+        self.inner.store.deferred_commit_may_block()
+    }
+
     /// Watches up to `max_watched_keys` (10) keys: yields their current entries at once,
     /// then again whenever a commit changes one of them or one of them expires.
     pub fn watch(&self, keys: &[Key]) -> Result<Watch<S>, KvError> {

@@ -165,7 +165,7 @@ pub fn iso_date(ms: f64) -> Option<String> {
     let ms = ms.trunc() as i64;
     let days = ms.div_euclid(86_400_000);
     let in_day = ms.rem_euclid(86_400_000);
-    let (year, month, day) = civil_from_days(days);
+    let (year, month, day) = crate::civil::civil_from_days(days);
     let year_text = if (0..=9999).contains(&year) {
         format!("{year:04}")
     } else if year < 0 {
@@ -180,21 +180,6 @@ pub fn iso_date(ms: f64) -> Option<String> {
         in_day / 1000 % 60,
         in_day % 1000
     ))
-}
-
-/// Year, month (1..=12) and day (1..=31) of a day count since 1970-01-01 (proleptic
-/// Gregorian calendar).
-pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
 }
 
 /// A string in quotes as Deno prints it: the first of `"`, `'`, `` ` `` that the string does

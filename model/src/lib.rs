@@ -20,6 +20,7 @@
 #![warn(unreachable_pub)]
 
 mod bigint;
+pub mod civil;
 mod entry;
 mod error;
 pub mod inspect;

@@ -10,7 +10,8 @@ use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::Response;
 use stampkv::{
-    CommitResult, Key, Kv, KvError, KvValue, Mutation, MutationKind, StorageErrorKind, Versionstamp,
+    AtomicOperation, CommitResult, Key, Kv, KvError, KvValue, Mutation, MutationKind, StorageErrorKind,
+    Versionstamp,
 };
 use std::sync::Arc;
 use std::time::Instant;
@@ -85,23 +86,37 @@ fn decode_write(write: proto::AtomicWrite, kv: &Kv<impl ServedStore>) -> Result<
     Ok(DecodedWrite { checks, mutations })
 }
 
-/// Commits a decoded write; on a check failure, also reports which checks do not hold now.
-///
-/// A commit whose outcome could not be learned (a networked store that lost its cluster
-/// with the commit in flight) is answered `AW_UNSPECIFIED`, which clients report as an
-/// error and never retry: a 5xx would make them send again a write that may have applied.
-fn commit(kv: &Kv<impl ServedStore>, write: DecodedWrite) -> Result<proto::AtomicWriteOutput, HttpError> {
+/// The atomic operation of a decoded write's checks and mutations.
+fn operation<'a, S: ServedStore>(
+    kv: &'a Kv<S>,
+    checks: &[(Key, Option<Versionstamp>)],
+    mutations: Vec<(Mutation, Option<u64>)>,
+) -> AtomicOperation<'a, S> {
     let mut op = kv.atomic();
-    for (key, versionstamp) in &write.checks {
+    for (key, versionstamp) in checks {
         op = op.check(key, *versionstamp);
     }
-    for (mutation, expires_at) in write.mutations {
+    for (mutation, expires_at) in mutations {
         op = match expires_at {
             Some(at) => op.mutate_expiring_at(mutation, at),
             None => op.mutate(mutation),
         };
     }
-    let committed = match op.commit() {
+    op
+}
+
+/// The answer to a commit's outcome; on a check failure, also reports which checks do not
+/// hold now.
+///
+/// A commit whose outcome could not be learned (a networked store that lost its cluster
+/// with the commit in flight) is answered `AW_UNSPECIFIED`, which clients report as an
+/// error and never retry: a 5xx would make them send again a write that may have applied.
+fn output(
+    kv: &Kv<impl ServedStore>,
+    checks: &[(Key, Option<Versionstamp>)],
+    outcome: Result<CommitResult, KvError>,
+) -> Result<proto::AtomicWriteOutput, HttpError> {
+    let committed = match outcome {
         Err(KvError::Storage(e)) if e.kind() == StorageErrorKind::OutcomeUnknown => {
             tracing::error!(error = %e, "a commit's outcome is unknown");
             return Ok(proto::AtomicWriteOutput {
@@ -120,7 +135,7 @@ fn commit(kv: &Kv<impl ServedStore>, write: DecodedWrite) -> Result<proto::Atomi
         }),
         CommitResult::CheckFailed => {
             let mut failed_checks = Vec::new();
-            for (index, (key, expected)) in write.checks.iter().enumerate() {
+            for (index, (key, expected)) in checks.iter().enumerate() {
                 let current = kv.get::<KvValue>(key).map_err(kv_error)?.versionstamp;
                 if current != *expected {
                     failed_checks.push(u32::try_from(index).unwrap_or(u32::MAX));
@@ -133,6 +148,31 @@ fn commit(kv: &Kv<impl ServedStore>, write: DecodedWrite) -> Result<proto::Atomi
             })
         }
     }
+}
+
+/// Commits a decoded write, waiting on this thread (a blocking-pool thread).
+fn commit(kv: &Kv<impl ServedStore>, write: DecodedWrite) -> Result<proto::AtomicWriteOutput, HttpError> {
+    let outcome = operation(kv, &write.checks, write.mutations).commit();
+    output(kv, &write.checks, outcome)
+}
+
+/// Commits a decoded write from the runtime thread without blocking it: the commit is
+/// applied here, and its acknowledgement arrives from the store's durability thread once
+/// the commit is durable (for a store that may not block now: see
+/// [`Kv::commit_may_block`]).
+async fn commit_deferred<S: ServedStore>(
+    kv: &Kv<S>,
+    write: DecodedWrite,
+) -> Result<proto::AtomicWriteOutput, HttpError> {
+    let (done, outcome) = tokio::sync::oneshot::channel();
+    operation(kv, &write.checks, write.mutations).commit_then(move |result| {
+        let _ = done.send(result);
+    });
+    let outcome = outcome.await.map_err(|_| HttpError {
+        status: axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+        text: "Internal server error.".into(),
+    })?;
+    output(kv, &write.checks, outcome)
 }
 
 pub(crate) async fn atomic_write<S: ServedStore>(
@@ -152,9 +192,15 @@ async fn atomic_write_inner<S: ServedStore>(
     let (_, body) = data_request(server, headers, body).await?;
     let request: proto::AtomicWrite = decode(&body)?;
     let write = decode_write(request, &server.kv)?;
-    let kv = server.kv.clone();
     let started = Instant::now();
-    let output = blocking(server, move || commit(&kv, write)).await;
+    let output = if server.kv.commit_may_block() {
+        let kv = server.kv.clone();
+        blocking(server, move || commit(&kv, write)).await
+    } else {
+        // Two thread hand-offs per commit (to a blocking thread and back) cost more CPU than
+        // the commit itself; the durability thread acknowledges a whole group at once.
+        commit_deferred(&server.kv, write).await
+    };
     server.metrics.commit(started.elapsed());
     Ok(protobuf(&output?))
 }

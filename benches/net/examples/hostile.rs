@@ -273,7 +273,7 @@ async fn run(args: &Args, watch_runtime: &tokio::runtime::Handle) -> i32 {
     let grace_passed = server.missing.iter().all(|f| f != "--shutdown-grace-ms");
     // Without the flag the documented default grace applies.
     let grace = if grace_passed { limits.shutdown_grace } else { Duration::from_secs(10) };
-    let mut target = Target { addr: server.addr, db_id: String::new() };
+    let mut target = Target { addr: server.addr, token: kvc::TOKEN.to_owned(), db_id: String::new() };
     let mut conn = Conn::H1(kvc::connect_h1(server.addr).await.expect("connect"));
     target.db_id = kvc::metadata(&mut conn, &target).await.expect("metadata exchange");
     drop(conn);

@@ -1,5 +1,6 @@
 //! Background threads: one flushes frozen memtables, one compacts, one removes obsolete
-//! tables ([`crate::file_remover`]), and with [`SyncMode::Periodic`] one syncs the WAL on
+//! tables ([`crate::file_remover`]), one syncs the WAL for deferred commits
+//! ([`crate::Db::write_with_deferred`]), and with [`SyncMode::Periodic`] one syncs the WAL on
 //! a timer. A failure in any of them poisons
 //! the database (writes fail from then on; reads go on working).
 
@@ -17,6 +18,7 @@ pub(crate) fn start(inner: &Arc<DbInner>) -> Vec<JoinHandle<()>> {
     if inner.threads_mode() {
         threads.push(spawn("stampkv-flush", inner, flush_loop));
         threads.push(spawn("stampkv-compact", inner, compaction_loop));
+        threads.push(spawn("stampkv-durable", inner, |inner| while inner.complete_deferred() {}));
         // Without its thread the remover unlinks in the caller: slower, still correct.
         let _ = inner.tables.remover.start();
         inner.request_compaction();

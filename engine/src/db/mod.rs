@@ -9,6 +9,7 @@ mod checkpoint;
 mod compaction;
 mod cursor;
 mod dir_files;
+mod durable;
 mod flush;
 mod gc;
 mod ingest;
@@ -26,6 +27,7 @@ mod write;
 
 pub use checkpoint::{checkpoint, checkpoint_with_fs, restore, CheckpointInfo, BACKUP_FILE};
 pub use cursor::DbCursor;
+pub use durable::DurableCallback;
 pub use ingest::{Ingest, IngestSummary};
 pub use read::{DbIter, Entry, LatestView, Snapshot};
 pub use read_only::{ReadOnlyDb, ReadOnlySnapshot};
@@ -153,6 +155,8 @@ pub(crate) struct DbInner {
     pub forced_flushes: std::sync::atomic::AtomicUsize,
     pub publish: OrderedMutex<PublishState>,
     pub publish_cv: Condvar,
+    /// Deferred commits waiting for their WAL sync ([`Db::write_with_deferred`]).
+    pub durable: durable::DurableQueue,
     pub versions: OrderedMutex<VersionSet>,
     pub snapshots: OrderedMutex<SnapshotList>,
     pub wal: Wal<WalDir>,
@@ -227,6 +231,36 @@ impl Db {
         build: impl FnOnce(&LatestView<'_>) -> Result<(WriteBatch, T), E>,
     ) -> Result<(u64, T), E> {
         self.inner.commit(options, build)
+    }
+
+    /// [`Db::write_with`] without waiting for the WAL sync: returns once the commit is
+    /// applied (its sequence number and `build`'s value) and calls `on_durable` when the
+    /// commit is durable and visible to readers — on the engine's durability thread, which
+    /// syncs once for every deferred commit waiting. A commit that needs no sync (or a
+    /// database without background threads) is finished before this returns, and
+    /// `on_durable` called on this thread. `on_durable` is never called if this returns an
+    /// error, and is called with an error if the sync fails (the database is then poisoned).
+    ///
+    /// For callers that must not block on I/O (an async server): they hand the
+    /// acknowledgement to the callback instead of parking a thread per commit. The commit
+    /// itself still takes the commit lock and may wait for room (see
+    /// [`Db::under_write_pressure`]).
+    pub fn write_with_deferred<T, E: From<Error>>(
+        &self,
+        options: WriteOptions,
+        build: impl FnOnce(&LatestView<'_>) -> Result<(WriteBatch, T), E>,
+        on_durable: DurableCallback,
+    ) -> Result<(u64, T), E> {
+        self.inner.commit_deferred(options, build, on_durable)
+    }
+
+    /// Whether a commit might wait now for flushes or compactions to make room (level 0 at
+    /// its slowdown trigger, or as many frozen memtables as allowed): a caller that must
+    /// not block then commits from a thread that may.
+    pub fn under_write_pressure(&self) -> bool {
+        let state = self.inner.read_state.read();
+        state.version.files(0).len() >= self.inner.options.l0_slowdown_trigger
+            || state.imms.len() >= self.inner.options.max_immutable_memtables
     }
 
     /// Sets one key.
@@ -353,6 +387,7 @@ impl Db {
         }
         self.inner.work.lock().shutdown = true;
         self.inner.work_cv.notify_all();
+        self.inner.durable.shut_down();
         for handle in self.threads.lock().drain(..) {
             // A background thread reports its failures by poisoning, panics included.
             let _ = handle.join();

@@ -127,6 +127,7 @@ pub(crate) fn open(fs: Arc<dyn Fs>, dir: &Path, options: Options) -> Result<DbIn
             PublishState { applied_seq: last_seq, ..PublishState::default() },
         ),
         publish_cv: Condvar::new(),
+        durable: Default::default(),
         versions: OrderedMutex::new(LockRank::Versions, versions),
         snapshots: OrderedMutex::new(LockRank::Snapshots, SnapshotList::default()),
         wal,

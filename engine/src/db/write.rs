@@ -8,6 +8,7 @@
 //! only advances over a prefix of commits that are all applied and, where asked, synced,
 //! so readers never see part of a batch or a commit that is not yet durable.
 
+use super::durable::DurableCallback;
 use super::lock_order::OrderedGuard;
 use super::read::LatestView;
 use super::{CommitState, DbInner, ReadState};
@@ -84,6 +85,66 @@ impl DbInner {
     ) -> Result<(u64, T), E> {
         let needs_sync = options.sync.unwrap_or(self.options.sync_mode == SyncMode::Always);
         let mut busy = BusyCommit::enter(&self.busy_commits);
+        let (seq, end, extra) = self.apply(needs_sync, build, |_, _| {})?;
+        let synced_to = if needs_sync {
+            busy.pause();
+            self.parked_syncs.lock().push(end.0);
+            let synced = self.wal.sync_to_gathering(end, || self.gather_group());
+            let mut parked = self.parked_syncs.lock();
+            if let Some(index) = parked.iter().position(|&p| p == end.0) {
+                parked.swap_remove(index);
+            }
+            busy.resume();
+            drop(parked);
+            synced.map_err(|e| self.poison(e.into()))?;
+            end
+        } else {
+            LogPosition(0)
+        };
+        self.publish(seq, synced_to)?;
+        Ok((seq, extra))
+    }
+
+    /// Commits like [`DbInner::commit`] but does not wait for the WAL sync: it returns once
+    /// the commit is applied, and `on_durable` runs when the commit is durable and visible
+    /// (on the durability thread, or before this returns when the commit needs no sync or
+    /// the database has no background threads). It is never called when this returns an
+    /// error; it is called with an error when the sync fails.
+    pub(crate) fn commit_deferred<T, E: From<Error>>(
+        &self,
+        options: WriteOptions,
+        build: impl FnOnce(&LatestView<'_>) -> Result<(WriteBatch, T), E>,
+        on_durable: DurableCallback,
+    ) -> Result<(u64, T), E> {
+        let needs_sync = options.sync.unwrap_or(self.options.sync_mode == SyncMode::Always);
+        if !needs_sync || !self.threads_mode() {
+            let committed = self.commit(options, build)?;
+            on_durable(Ok(()));
+            return Ok(committed);
+        }
+        let busy = BusyCommit::enter(&self.busy_commits);
+        let mut on_durable = Some(on_durable);
+        // Queued under the commit lock: a shutdown (which takes that lock first) then
+        // always finds it queued, and the durability thread drains it before stopping.
+        let (seq, _, extra) = self.apply(true, build, |seq, end| {
+            if let Some(callback) = on_durable.take() {
+                self.durable.push(seq, end, callback);
+            }
+        })?;
+        drop(busy);
+        Ok((seq, extra))
+    }
+
+    /// Applies the batch `build` returns under the commit lock: WAL append (deferred to the
+    /// syncer when `needs_sync`) and memtable insert, not yet visible. `queued` runs under
+    /// the lock with the commit's sequence number and WAL end. Returns those and `build`'s
+    /// extra value.
+    fn apply<T, E: From<Error>>(
+        &self,
+        needs_sync: bool,
+        build: impl FnOnce(&LatestView<'_>) -> Result<(WriteBatch, T), E>,
+        queued: impl FnOnce(u64, LogPosition),
+    ) -> Result<(u64, LogPosition, T), E> {
         let mut commit = self.commit.lock();
         self.make_room(&mut commit)?;
         // The sequence number this commit gets, fixed before the builder runs so that the
@@ -134,26 +195,39 @@ impl DbInner {
             }
             publish.applied_seq = seq;
         }
+        queued(seq, end);
         drop(commit);
         Counters::add(&self.counters.commits, 1);
         Counters::add(&self.counters.user_bytes, user_bytes);
-        let synced_to = if needs_sync {
-            busy.pause();
-            self.parked_syncs.lock().push(end.0);
-            let synced = self.wal.sync_to_gathering(end, || self.gather_group());
-            let mut parked = self.parked_syncs.lock();
-            if let Some(index) = parked.iter().position(|&p| p == end.0) {
-                parked.swap_remove(index);
-            }
-            busy.resume();
-            drop(parked);
-            synced.map_err(|e| self.poison(e.into()))?;
-            end
-        } else {
-            LogPosition(0)
+        Ok((seq, end, extra))
+    }
+
+    /// The durability thread's work: syncs the WAL past every queued deferred commit (one
+    /// `fdatasync` for all of them, gathering commits on their way like any syncing commit),
+    /// publishes them and runs their callbacks. Returns false once shut down and drained.
+    pub(crate) fn complete_deferred(&self) -> bool {
+        let Some(queued) = self.durable.take() else {
+            return false;
         };
-        self.publish(seq, synced_to)?;
-        Ok((seq, extra))
+        let last_seq = queued.iter().map(|d| d.seq).max().unwrap_or(0);
+        let end = queued.iter().map(|d| d.end).max().unwrap_or(LogPosition(0));
+        let result = self
+            .wal
+            .sync_to_gathering(end, || self.gather_group())
+            .map_err(|e| self.poison(e.into()))
+            .and_then(|()| self.publish(last_seq, end));
+        for deferred in queued {
+            invariant!(
+                result.is_err() || self.visible_seq.load(Ordering::Acquire) >= deferred.seq,
+                "deferred commit {} acknowledged before it is visible",
+                deferred.seq
+            );
+            (deferred.on_durable)(match &result {
+                Ok(()) => Ok(()),
+                Err(e) => Err(Error::Poisoned { reason: e.to_string() }),
+            });
+        }
+        true
     }
 
     /// Appends a commit's record to the WAL (deferred to the syncer if it will wait for a

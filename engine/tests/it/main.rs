@@ -18,6 +18,7 @@ mod basic;
 mod checkpoint;
 mod concurrency;
 mod cursor;
+mod deferred;
 mod failures_and_locks;
 mod faults;
 mod ingest;

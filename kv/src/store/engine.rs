@@ -3,8 +3,8 @@
 //! number is the commit's version.
 
 use super::seam::{
-    Abort, BulkLoad, BulkLoadSummary, CommitOptions, Store, StoreCursor, StoreSnapshot, StoredEntry,
-    Transaction,
+    Abort, BulkLoad, BulkLoadSummary, CommitOptions, OnDurable, Store, StoreCursor, StoreSnapshot,
+    StoredEntry, Transaction,
 };
 use crate::storage_error::from_engine;
 use crate::KvError;
@@ -99,6 +99,30 @@ impl Store for EngineStore {
             let result = build(&mut transaction)?;
             Ok((transaction.batch, result))
         })
+    }
+
+    /// The engine's deferred commit: the WAL sync and the acknowledgement happen on its
+    /// durability thread, one sync for every commit waiting.
+    fn commit_deferred<T>(
+        &self,
+        options: CommitOptions,
+        mut build: impl FnMut(&mut dyn Transaction) -> Result<T, Abort>,
+        on_durable: OnDurable,
+    ) -> Result<(u64, T), Abort> {
+        let options = WriteOptions::with_sync(options.sync);
+        self.db.write_with_deferred(
+            options,
+            |view| {
+                let mut transaction = EngineTransaction { view, batch: WriteBatch::new() };
+                let result = build(&mut transaction)?;
+                Ok((transaction.batch, result))
+            },
+            Box::new(move |result| on_durable(result.map_err(from_engine))),
+        )
+    }
+
+    fn deferred_commit_may_block(&self) -> bool {
+        self.db.under_write_pressure()
     }
 
     fn clock(&self) -> &Arc<dyn Clock> {

@@ -46,6 +46,6 @@ pub use engine::{EngineCursor, EngineStore};
 pub use memory::{MemoryCursor, MemorySnapshot, MemoryStore};
 pub use read_only::ReadOnlyStore;
 pub use seam::{
-    Abort, BulkLoad, BulkLoadSummary, CommitOptions, ForeignCommitSink, Store, StoreCursor, StoreSnapshot,
-    StoredEntry, Transaction,
+    Abort, BulkLoad, BulkLoadSummary, CommitOptions, ForeignCommitSink, OnDurable, Store, StoreCursor,
+    StoreSnapshot, StoredEntry, Transaction,
 };

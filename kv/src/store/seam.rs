@@ -36,6 +36,10 @@ impl From<KvError> for Abort {
     }
 }
 
+/// Called once a deferred commit ([`Store::commit_deferred`]) is durable and visible, or
+/// with the error that kept it from becoming durable.
+pub type OnDurable = Box<dyn FnOnce(Result<(), KvError>) + Send>;
+
 /// How a commit is made durable.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CommitOptions {
@@ -166,6 +170,30 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         options: CommitOptions,
         build: impl FnMut(&mut dyn Transaction) -> Result<T, Abort>,
     ) -> Result<(u64, T), Abort>;
+
+    /// [`Store::commit`] for callers that must not wait for durability on their thread (an
+    /// async server): returns once the commit is applied, and `on_durable` runs when it is
+    /// durable and visible to readers — on another thread, or before this returns — or with
+    /// the error that kept it from becoming durable. It is never called when this returns
+    /// an error, and it must not block or panic. The default commits with
+    /// [`Store::commit`] and then calls `on_durable`.
+    fn commit_deferred<T>(
+        &self,
+        options: CommitOptions,
+        build: impl FnMut(&mut dyn Transaction) -> Result<T, Abort>,
+        on_durable: OnDurable,
+    ) -> Result<(u64, T), Abort> {
+        let committed = self.commit(options, build)?;
+        on_durable(Ok(()));
+        Ok(committed)
+    }
+
+    /// Whether [`Store::commit_deferred`] may have to wait now (for I/O, room or the
+    /// network), so that a caller that must not block commits from a thread that may.
+    /// Default: `true`.
+    fn deferred_commit_may_block(&self) -> bool {
+        true
+    }
 
     /// The clock expiry is evaluated on.
     fn clock(&self) -> &Arc<dyn Clock>;

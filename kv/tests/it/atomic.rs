@@ -286,4 +286,61 @@ for_each_store! {
         kv.set(&key!["s"], &Value::String("x".into())).unwrap();
         assert_eq!(sum(&key!["s"], Value::Number(1.0)).unwrap_err().to_string(), "unsupported value type");
     }
+
+    #[test]
+    fn commit_then_reports_each_outcome_once_visible_and_wakes_watchers() {
+        use std::sync::mpsc;
+        use std::time::Duration;
+        let kv = open();
+        let a = key!["deferred", "a"];
+        let mut watch = kv.watch(std::slice::from_ref(&a)).unwrap();
+        watch.next_timeout(Duration::from_secs(5)).unwrap().unwrap();
+        // Many commits in flight at once from several threads, each reported exactly once.
+        let (done, results) = mpsc::channel();
+        let writers: Vec<_> = (0..4u64)
+            .map(|w| {
+                let (kv, done) = (kv.clone(), done.clone());
+                std::thread::spawn(move || {
+                    for i in 0..50u64 {
+                        let key = key!["deferred", w, i];
+                        let (kv2, done, k2) = (kv.clone(), done.clone(), key.clone());
+                        kv.atomic().check(&key, None).set(&key, &KvValue::U64(i)).commit_then(move |result| {
+                            // Acknowledged only once readable.
+                            let seen = kv2.get::<KvValue>(&k2).unwrap().versionstamp;
+                            done.send((k2, result, seen)).unwrap();
+                        });
+                    }
+                })
+            })
+            .collect();
+        for writer in writers {
+            writer.join().unwrap();
+        }
+        let mut stamps = Vec::new();
+        for _ in 0..200 {
+            let (key, result, seen) = results.recv_timeout(Duration::from_secs(10)).unwrap();
+            let CommitResult::Committed(stamp) = result.unwrap() else { panic!("{key:?}: check failed") };
+            assert_eq!(seen, Some(stamp), "{key:?} acknowledged before it was visible");
+            stamps.push(stamp);
+        }
+        assert!(results.recv_timeout(Duration::from_millis(50)).is_err(), "an outcome was reported twice");
+        stamps.sort();
+        stamps.dedup();
+        assert_eq!(stamps.len(), 200, "one versionstamp per commit");
+        // A failed check and a refused operation are reported at once, on this thread.
+        let (done, results) = mpsc::channel();
+        let again = key!["deferred", 0u64, 0u64];
+        let d = done.clone();
+        kv.atomic().check(&again, None).set(&again, &KvValue::U64(7)).commit_then(move |r| d.send(r).unwrap());
+        assert_eq!(results.try_recv().unwrap().unwrap(), CommitResult::CheckFailed);
+        let too_many = (0..1001).fold(kv.atomic(), |op, i| op.check(&key!["c", i], None));
+        let d = done.clone();
+        too_many.commit_then(move |r| d.send(r).unwrap());
+        assert!(matches!(results.try_recv().unwrap(), Err(KvError::TooManyChecks { .. })));
+        // Watchers are woken by a deferred commit.
+        kv.atomic().set(&a, &KvValue::U64(1)).commit_then(move |r| done.send(r).unwrap());
+        results.recv_timeout(Duration::from_secs(10)).unwrap().unwrap();
+        let next = watch.next_timeout(Duration::from_secs(5)).unwrap().unwrap();
+        assert_eq!(next[0].value, Some(KvValue::U64(1)));
+    }
 }

@@ -1,219 +1,23 @@
-//! KV Connect spoken with hyper's connection-level client, so that every connection is one
-//! the program opened on purpose: the metadata exchange, point reads and set commits, watch
-//! streams; the well-behaved client ([`Probe`]), the hot-key writer and the watchers.
+//! The hostile check's clients over [`stampkv_netbench::wire`]: the well-behaved client
+//! ([`Probe`]), the hot-key writer and the watchers.
 
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper::body::Incoming;
-use hyper::client::conn::{http1, http2};
-use hyper::header::{AUTHORIZATION, CONTENT_TYPE, HOST};
-use hyper::{Request, Response, StatusCode};
-use hyper_util::rt::{TokioExecutor, TokioIo};
+pub use stampkv_netbench::wire::{connect_h1, connect_h2, key, metadata, quantile, set, Body, Conn, Target};
+
+use http_body_util::BodyExt;
+use hyper::client::conn::http2;
+use hyper::StatusCode;
 use prost::Message;
 use stampkv_kvconnect as proto;
 use stampkv_kvconnect::frame::FrameDecoder;
+use stampkv_netbench::wire::get;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
 
 /// The access token of the server under test.
 pub const TOKEN: &str = "hostile-clients-token-0123456789";
-
-/// Request bodies.
-pub type Body = Full<Bytes>;
-
-/// Where the server is and the database id its metadata exchange handed out.
-#[derive(Debug, Clone)]
-pub struct Target {
-    pub addr: SocketAddr,
-    pub db_id: String,
-}
-
-/// Opens an HTTP/1.1 connection.
-pub async fn connect_h1(addr: SocketAddr) -> Result<http1::SendRequest<Body>, String> {
-    let stream = TcpStream::connect(addr).await.map_err(|e| format!("connect: {e}"))?;
-    let _ = stream.set_nodelay(true);
-    let (sender, connection) =
-        http1::handshake(TokioIo::new(stream)).await.map_err(|e| format!("http1 handshake: {e}"))?;
-    tokio::spawn(async move {
-        let _ = connection.await;
-    });
-    Ok(sender)
-}
-
-/// Opens an HTTP/2 connection with prior knowledge (as Deno's client does).
-pub async fn connect_h2(addr: SocketAddr) -> Result<http2::SendRequest<Body>, String> {
-    let stream = TcpStream::connect(addr).await.map_err(|e| format!("connect: {e}"))?;
-    let _ = stream.set_nodelay(true);
-    let (sender, connection) = http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
-        .await
-        .map_err(|e| format!("http2 handshake: {e}"))?;
-    tokio::spawn(async move {
-        let _ = connection.await;
-    });
-    Ok(sender)
-}
-
-/// A connection of either version.
-pub enum Conn {
-    H1(http1::SendRequest<Body>),
-    H2(http2::SendRequest<Body>),
-}
-
-impl Conn {
-    pub fn is_closed(&self) -> bool {
-        match self {
-            Conn::H1(s) => s.is_closed(),
-            Conn::H2(s) => s.is_closed(),
-        }
-    }
-
-    /// Sends `path` with `body` (`version`: the `x-denokv-version` header; 0 for the
-    /// metadata exchange) and returns the answer's head.
-    pub async fn send(
-        &mut self,
-        target: &Target,
-        path: &str,
-        version: u8,
-        body: Vec<u8>,
-    ) -> Result<Response<Incoming>, String> {
-        let h2 = matches!(self, Conn::H2(_));
-        let request = build(target, path, version, body, h2);
-        match self {
-            Conn::H1(s) => {
-                s.ready().await.map_err(|e| format!("connection not ready: {e}"))?;
-                s.send_request(request).await.map_err(|e| format!("request failed: {e}"))
-            }
-            Conn::H2(s) => {
-                s.ready().await.map_err(|e| format!("connection not ready: {e}"))?;
-                s.send_request(request).await.map_err(|e| format!("request failed: {e}"))
-            }
-        }
-    }
-
-    /// [`Conn::send`] and reads the whole answer.
-    pub async fn call(
-        &mut self,
-        target: &Target,
-        path: &str,
-        version: u8,
-        body: Vec<u8>,
-    ) -> Result<(StatusCode, Bytes), String> {
-        let response = self.send(target, path, version, body).await?;
-        let status = response.status();
-        let body = response.into_body().collect().await.map_err(|e| format!("reading the answer: {e}"))?;
-        Ok((status, body.to_bytes()))
-    }
-}
-
-/// A POST request; HTTP/2 needs the absolute URI, HTTP/1.1 the path and a host header.
-fn build(target: &Target, path: &str, version: u8, body: Vec<u8>, h2: bool) -> Request<Body> {
-    let uri = if h2 { format!("http://{}{path}", target.addr) } else { path.to_owned() };
-    let mut request = Request::post(uri).header(AUTHORIZATION, format!("Bearer {TOKEN}"));
-    if !h2 {
-        request = request.header(HOST, target.addr.to_string());
-    }
-    if version == 0 {
-        request = request.header(CONTENT_TYPE, "application/json");
-    } else {
-        request = request
-            .header(CONTENT_TYPE, "application/x-protobuf")
-            .header("x-denokv-version", version.to_string())
-            .header("x-denokv-database-id", target.db_id.as_str());
-    }
-    request.body(Full::new(Bytes::from(body))).expect("valid request")
-}
-
-/// The metadata exchange: returns the database id.
-pub async fn metadata(conn: &mut Conn, target: &Target) -> Result<String, String> {
-    let (status, body) = conn.call(target, "/", 0, br#"{"supportedVersions":[2,3]}"#.to_vec()).await?;
-    let text = String::from_utf8_lossy(&body);
-    if status != StatusCode::OK {
-        return Err(format!("metadata exchange: status {status}: {text}"));
-    }
-    let id = text
-        .split("\"databaseId\":\"")
-        .nth(1)
-        .and_then(|rest| rest.split('"').next())
-        .ok_or_else(|| format!("no databaseId in {text}"))?;
-    Ok(id.to_owned())
-}
-
-/// A key of string parts in the tuple encoding of Deno KV.
-pub fn key(parts: &[&str]) -> Vec<u8> {
-    let mut out = Vec::new();
-    for part in parts {
-        out.push(0x02);
-        for &b in part.as_bytes() {
-            out.push(b);
-            if b == 0 {
-                out.push(0xff);
-            }
-        }
-        out.push(0x00);
-    }
-    out
-}
-
-/// `kv.get(key)`.
-pub fn get_body(key: &[u8]) -> Vec<u8> {
-    let mut end = key.to_vec();
-    end.push(0);
-    proto::SnapshotRead {
-        ranges: vec![proto::ReadRange { start: key.to_vec(), end, limit: 1, reverse: false }],
-    }
-    .encode_to_vec()
-}
-
-/// `kv.set(key, bytes)` for several keys in one commit.
-pub fn set_body(entries: &[(Vec<u8>, Vec<u8>)]) -> Vec<u8> {
-    let mutations = entries
-        .iter()
-        .map(|(k, v)| proto::Mutation {
-            key: k.clone(),
-            value: Some(proto::KvValue { data: v.clone(), encoding: proto::VE_BYTES }),
-            mutation_type: proto::M_SET,
-            ..Default::default()
-        })
-        .collect();
-    proto::AtomicWrite { mutations, ..Default::default() }.encode_to_vec()
-}
-
-/// Reads one key: its value, if any.
-pub async fn get(conn: &mut Conn, target: &Target, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
-    let (status, body) = conn.call(target, "/v2/snapshot_read", 2, get_body(key)).await?;
-    if status != StatusCode::OK {
-        return Err(format!("snapshot_read: status {status}: {}", String::from_utf8_lossy(&body)));
-    }
-    let out = proto::SnapshotReadOutput::decode(body).map_err(|e| format!("snapshot_read answer: {e}"))?;
-    Ok(out.ranges.into_iter().next().and_then(|r| r.values.into_iter().next()).map(|e| e.value))
-}
-
-/// Commits sets of `entries`.
-pub async fn set(conn: &mut Conn, target: &Target, entries: &[(Vec<u8>, Vec<u8>)]) -> Result<(), String> {
-    let (status, body) = conn.call(target, "/v2/atomic_write", 2, set_body(entries)).await?;
-    if status != StatusCode::OK {
-        return Err(format!("atomic_write: status {status}: {}", String::from_utf8_lossy(&body)));
-    }
-    let out = proto::AtomicWriteOutput::decode(body).map_err(|e| format!("atomic_write answer: {e}"))?;
-    if out.status == proto::AW_SUCCESS {
-        Ok(())
-    } else {
-        Err(format!("atomic_write status {}", out.status))
-    }
-}
-
-/// Latencies sorted, and quantiles of them.
-pub fn quantile(sorted: &[Duration], q: f64) -> Option<Duration> {
-    if sorted.is_empty() {
-        return None;
-    }
-    let i = ((sorted.len() - 1) as f64 * q).round() as usize;
-    sorted.get(i).copied()
-}
 
 /// What the well-behaved client saw in one phase.
 #[derive(Debug, Default, Clone)]
