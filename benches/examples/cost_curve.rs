@@ -70,6 +70,9 @@
 mod fjall_peer;
 #[path = "../peers/redb_peer.rs"]
 mod redb_peer;
+#[cfg(feature = "rocksdb")]
+#[path = "../peers/rocksdb_peer.rs"]
+mod rocksdb_peer;
 
 use stampkv_benches::chart::{curves, key_count_text, Panel};
 use stampkv_benches::histogram::LatencyHistogram;
@@ -183,6 +186,8 @@ fn open(engine: &str, dir: &Path, cache_bytes: u64) -> Box<dyn BenchEngine> {
             "stampkv" => Box::new(StampkvEngine::open(dir)),
             "fjall" => Box::new(fjall_peer::FjallEngine::open(dir)),
             "redb" => Box::new(redb_peer::RedbEngine::open(dir, 0)),
+            #[cfg(feature = "rocksdb")]
+            "rocksdb" => Box::new(rocksdb_peer::RocksEngine::open_defaults(dir)),
             other => panic!("unknown engine {other} for --defaults"),
         };
     }
@@ -197,6 +202,10 @@ fn open(engine: &str, dir: &Path, cache_bytes: u64) -> Box<dyn BenchEngine> {
         )),
         "fjall" => Box::new(fjall_peer::FjallEngine::open_with_cache(dir, Some(cache_bytes))),
         "redb" => Box::new(redb_peer::RedbEngine::open(dir, cache_bytes as usize)),
+        #[cfg(feature = "rocksdb")]
+        "rocksdb" => Box::new(rocksdb_peer::RocksEngine::open(dir, cache_bytes as usize)),
+        #[cfg(not(feature = "rocksdb"))]
+        "rocksdb" => panic!("this build has no RocksDB: build with --features rocksdb"),
         other => panic!("unknown engine {other}"),
     }
 }
@@ -505,7 +514,7 @@ fn cache_text(cache_mib: u64) -> String {
 
 /// Markdown tables, one per size, with each engine's value and stampkv's ratio to it.
 fn write_markdown(path: &Path, values: &str, results: &Results, cache_mib: u64) {
-    let engines: Vec<String> = ["stampkv", "stampkv-no-read-compaction", "fjall", "redb"]
+    let engines: Vec<String> = ["stampkv", "stampkv-no-read-compaction", "fjall", "redb", "rocksdb"]
         .into_iter()
         .filter(|e| results.keys().any(|(v, en, _, _)| v == values && en == e))
         .map(str::to_owned)
@@ -584,7 +593,9 @@ fn write_chart(path: &Path, values: &str, results: &Results, cache_mib: u64) {
                 }
             }
             let mut series: Vec<(String, Vec<(f64, f64)>)> = series.into_iter().collect();
-            series.sort_by_key(|(engine, _)| ["stampkv", "fjall", "redb"].iter().position(|e| e == engine));
+            series.sort_by_key(|(engine, _)| {
+                ["stampkv", "fjall", "redb", "rocksdb"].iter().position(|e| e == engine)
+            });
             Panel { title: label.to_owned(), y_desc: unit.to_owned(), series }
         })
         .collect();

@@ -28,6 +28,9 @@
 
 #[path = "../peers/fjall_peer.rs"]
 mod fjall_peer;
+#[cfg(feature = "rocksdb")]
+#[path = "../peers/rocksdb_peer.rs"]
+mod rocksdb_peer;
 
 use stampkv_benches::report::{median, ChildReports};
 use stampkv_benches::{
@@ -103,6 +106,13 @@ fn open(engine: &str, dir: &Path, args: &Args) -> Arc<dyn BenchEngine> {
         "stampkv" => Arc::new(StampkvEngine::open_with_compression(dir, args.compression)),
         "stampkv-uncompressed" => Arc::new(StampkvEngine::open_with_compression(dir, Compression::None)),
         "fjall" => Arc::new(fjall_peer::FjallEngine::open(dir)),
+        // The block cache stampkv opens with by default, for both.
+        #[cfg(feature = "rocksdb")]
+        "rocksdb" => {
+            Arc::new(rocksdb_peer::RocksEngine::open(dir, stampkv_engine::default_block_cache_bytes()))
+        }
+        #[cfg(not(feature = "rocksdb"))]
+        "rocksdb" => panic!("this build has no RocksDB: build with --features rocksdb"),
         other => panic!("unknown engine {other}"),
     }
 }
