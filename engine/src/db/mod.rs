@@ -389,6 +389,11 @@ impl Db {
         self.inner.work_cv.notify_all();
         self.inner.durable.shut_down();
         for handle in self.threads.lock().drain(..) {
+            // A deferred commit's callback may drop the last handle, closing the database on
+            // the durability thread itself: that thread ends on its own once this returns.
+            if handle.thread().id() == std::thread::current().id() {
+                continue;
+            }
             // A background thread reports its failures by poisoning, panics included.
             let _ = handle.join();
         }

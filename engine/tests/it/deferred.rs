@@ -118,3 +118,36 @@ fn a_failed_sync_is_reported_to_the_waiting_commit_and_stops_later_ones() {
     );
     assert!(later.is_err(), "commits after a failed sync are refused");
 }
+
+#[test]
+fn a_callback_may_drop_the_last_handle_of_the_database() {
+    let mem = MemFs::new();
+    let db = Arc::new(Db::open_with_fs(Arc::new(mem.clone()), "/l", options()).expect("open"));
+    let (done, closed) = mpsc::channel();
+    let last = db.clone();
+    db.write_with_deferred(
+        WriteOptions::default(),
+        |_| {
+            let mut batch = WriteBatch::new();
+            batch.put(b"k", b"v");
+            Ok::<_, Error>((batch, ()))
+        },
+        Box::new(move |result| {
+            // The caller has let go by now: this drop closes the database on the
+            // durability thread itself.
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            drop(last);
+            let _ = done.send(result.is_ok());
+        }),
+    )
+    .expect("deferred commit");
+    drop(db);
+    assert_eq!(
+        closed.recv_timeout(std::time::Duration::from_secs(10)),
+        Ok(true),
+        "the database closed from its own durability thread"
+    );
+    let crashed = mem.crash_clone(CrashPolicy::DropAll);
+    let reopened = Db::open_with_fs(Arc::new(crashed), "/l", options()).expect("reopen");
+    assert_eq!(reopened.get(b"k").expect("get"), Some(b"v".to_vec()));
+}
