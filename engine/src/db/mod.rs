@@ -255,9 +255,13 @@ impl Db {
     }
 
     /// Whether a commit might wait now for flushes or compactions to make room (level 0 at
-    /// its slowdown trigger, or as many frozen memtables as allowed): a caller that must
-    /// not block then commits from a thread that may.
+    /// its slowdown trigger, or as many frozen memtables as allowed), or for its own sync
+    /// (a database without background threads finishes deferred commits on the caller's
+    /// thread): a caller that must not block then commits from a thread that may.
     pub fn under_write_pressure(&self) -> bool {
+        if !self.inner.threads_mode() {
+            return true;
+        }
         let state = self.inner.read_state.read();
         state.version.files(0).len() >= self.inner.options.l0_slowdown_trigger
             || state.imms.len() >= self.inner.options.max_immutable_memtables
