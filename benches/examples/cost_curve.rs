@@ -70,7 +70,7 @@
 mod fjall_peer;
 #[path = "../peers/redb_peer.rs"]
 mod redb_peer;
-#[cfg(feature = "rocksdb")]
+#[cfg(stampkv_rocksdb)]
 #[path = "../peers/rocksdb_peer.rs"]
 mod rocksdb_peer;
 
@@ -186,7 +186,7 @@ fn open(engine: &str, dir: &Path, cache_bytes: u64) -> Box<dyn BenchEngine> {
             "stampkv" => Box::new(StampkvEngine::open(dir)),
             "fjall" => Box::new(fjall_peer::FjallEngine::open(dir)),
             "redb" => Box::new(redb_peer::RedbEngine::open(dir, 0)),
-            #[cfg(feature = "rocksdb")]
+            #[cfg(stampkv_rocksdb)]
             "rocksdb" => Box::new(rocksdb_peer::RocksEngine::open_defaults(dir)),
             other => panic!("unknown engine {other} for --defaults"),
         };
@@ -202,10 +202,10 @@ fn open(engine: &str, dir: &Path, cache_bytes: u64) -> Box<dyn BenchEngine> {
         )),
         "fjall" => Box::new(fjall_peer::FjallEngine::open_with_cache(dir, Some(cache_bytes))),
         "redb" => Box::new(redb_peer::RedbEngine::open(dir, cache_bytes as usize)),
-        #[cfg(feature = "rocksdb")]
+        #[cfg(stampkv_rocksdb)]
         "rocksdb" => Box::new(rocksdb_peer::RocksEngine::open(dir, cache_bytes as usize)),
-        #[cfg(not(feature = "rocksdb"))]
-        "rocksdb" => panic!("this build has no RocksDB: build with --features rocksdb"),
+        #[cfg(not(stampkv_rocksdb))]
+        "rocksdb" => panic!("this build has no RocksDB: build with RUSTFLAGS=\"--cfg stampkv_rocksdb\""),
         other => panic!("unknown engine {other}"),
     }
 }

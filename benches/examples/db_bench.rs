@@ -28,7 +28,7 @@
 
 #[path = "../peers/fjall_peer.rs"]
 mod fjall_peer;
-#[cfg(feature = "rocksdb")]
+#[cfg(stampkv_rocksdb)]
 #[path = "../peers/rocksdb_peer.rs"]
 mod rocksdb_peer;
 
@@ -107,12 +107,12 @@ fn open(engine: &str, dir: &Path, args: &Args) -> Arc<dyn BenchEngine> {
         "stampkv-uncompressed" => Arc::new(StampkvEngine::open_with_compression(dir, Compression::None)),
         "fjall" => Arc::new(fjall_peer::FjallEngine::open(dir)),
         // The block cache stampkv opens with by default, for both.
-        #[cfg(feature = "rocksdb")]
+        #[cfg(stampkv_rocksdb)]
         "rocksdb" => {
             Arc::new(rocksdb_peer::RocksEngine::open(dir, stampkv_engine::default_block_cache_bytes()))
         }
-        #[cfg(not(feature = "rocksdb"))]
-        "rocksdb" => panic!("this build has no RocksDB: build with --features rocksdb"),
+        #[cfg(not(stampkv_rocksdb))]
+        "rocksdb" => panic!("this build has no RocksDB: build with RUSTFLAGS=\"--cfg stampkv_rocksdb\""),
         other => panic!("unknown engine {other}"),
     }
 }
