@@ -274,9 +274,10 @@ impl BenchEngine for StampkvEngine {
     fn report(&self) -> String {
         let stats = self.db.stats();
         format!(
-            "write-amp {:.2}, read compactions {}, memtable {} KiB + {} frozen, files/level {:?}, level targets MiB {:?}, stalls {} ({} ms, longest {} ms), memtable switches {} (longest {} ms), tables {:.1} MiB ({:.1} MiB uncompressed, ratio {:.2}), open tables {} (index+filter {} KiB), index/filter cache hits/misses {:?}, heap trims {} ({} ms)",
+            "write-amp {:.2}, read compactions {}, idle memtable flushes {}, memtable {} KiB + {} frozen, files/level {:?}, level targets MiB {:?}, stalls {} ({} ms, longest {} ms), memtable switches {} (longest {} ms), tables {:.1} MiB ({:.1} MiB uncompressed, ratio {:.2}), open tables {} (index+filter {} KiB), index/filter cache hits/misses {:?}, heap trims {} ({} ms)",
             stats.write_amplification(),
             stats.read_compactions,
+            stats.idle_flushes,
             stats.memtable_bytes >> 10,
             stats.immutable_memtables,
             stats.files_per_level,

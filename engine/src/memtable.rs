@@ -6,7 +6,7 @@ use crate::invariants::invariant;
 use crate::key;
 use crate::memtable_bloom::{hash_key, MemtableBloom};
 use crate::skiplist::{Cursor, SkipList};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// A memtable. Shared by `Arc` between the writer, readers, iterators and the flusher.
@@ -22,6 +22,10 @@ pub(crate) struct Memtable {
     /// Last sequence number assigned when this memtable was frozen (covers empty commits,
     /// which use a sequence number but insert nothing).
     sealed_seq: AtomicU64,
+    /// Seeks charged since the memtable last grew ([`Memtable::charge_idle_seek`]).
+    idle_seeks: AtomicU64,
+    /// The entry count when `idle_seeks` last restarted from zero.
+    idle_since_len: AtomicUsize,
 }
 
 /// The newest version of a key visible at a snapshot, as found in one source.
@@ -63,6 +67,8 @@ impl Memtable {
             max_seq: AtomicU64::new(0),
             base_seq,
             sealed_seq: AtomicU64::new(base_seq),
+            idle_seeks: AtomicU64::new(0),
+            idle_since_len: AtomicUsize::new(0),
         }
     }
 
@@ -122,6 +128,24 @@ impl Memtable {
     /// Bytes of the memtable's bloom filter and point index.
     pub(crate) fn filter_bytes(&self) -> usize {
         self.bloom.memory_bytes() + self.list.index_bytes()
+    }
+
+    /// Number of entries (versions) inserted.
+    pub(crate) fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    /// Counts a seek that positioned this memtable beside an older run: true for the
+    /// `allowance`-th such seek in a row with no insert in between (once per idle spell;
+    /// an insert starts the count again). Counts from several readers may race and lose
+    /// a few charges, which only delays the answer.
+    pub(crate) fn charge_idle_seek(&self, allowance: u64) -> bool {
+        let len = self.len();
+        if self.idle_since_len.load(Ordering::Relaxed) != len {
+            self.idle_since_len.store(len, Ordering::Relaxed);
+            self.idle_seeks.store(0, Ordering::Relaxed);
+        }
+        self.idle_seeks.fetch_add(1, Ordering::Relaxed) + 1 == allowance
     }
 
     /// Whether there are no entries.
@@ -207,6 +231,25 @@ mod tests {
     use super::*;
     use crate::batch::WriteBatch;
     use crate::iter::InternalIterator;
+
+    #[test]
+    fn idle_seeks_are_counted_from_the_last_insert_and_answered_once() {
+        let mem = Memtable::new(1, 64 << 10, 0);
+        let put = |seq: u64, key: &[u8]| {
+            let mut batch = WriteBatch::new();
+            batch.put(key, b"v");
+            mem.apply(seq, batch.iter());
+        };
+        put(1, b"a");
+        assert!((0..4).all(|_| !mem.charge_idle_seek(5)));
+        put(2, b"b"); // the count starts again
+        assert!((0..4).all(|_| !mem.charge_idle_seek(5)));
+        assert!(mem.charge_idle_seek(5), "the fifth idle seek in a row");
+        assert!((0..20).all(|_| !mem.charge_idle_seek(5)), "answered once per idle spell");
+        put(3, b"c");
+        assert!((0..4).all(|_| !mem.charge_idle_seek(5)));
+        assert!(mem.charge_idle_seek(5), "a new spell after an insert");
+    }
 
     #[test]
     fn an_iterator_keeps_its_memtable_alive_and_sees_every_version() {

@@ -127,6 +127,13 @@ pub struct Options {
     /// compaction and Pebble's read-triggered compactions work the same way; after a fill,
     /// the first few thousand seeks leave the data in fewer runs, which every later seek
     /// then positions instead of all of them (`Stats::read_compactions`).
+    ///
+    /// With background threads the same charge goes to the active memtable when a table
+    /// covers the key: once the memtable has absorbed one seek per 16 KiB that the
+    /// memtables hold, with no write in between, and they hold at least a quarter of
+    /// `write_buffer_size`, it is flushed with any frozen ones (`Stats::idle_flushes`), and
+    /// later seeks merge the new table down like any other. A database that stopped taking
+    /// writes thus ends up as one run that seeks position alone; a write restarts the count.
     pub read_triggered_compaction: bool,
     /// Level-0 file count at which each write is delayed by 1 ms (default 12).
     pub l0_slowdown_trigger: usize,

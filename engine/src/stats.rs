@@ -14,6 +14,7 @@ pub(crate) struct Counters {
     pub compactions: AtomicU64,
     pub trivial_moves: AtomicU64,
     pub read_compactions: AtomicU64,
+    pub idle_flushes: AtomicU64,
     pub compaction_bytes_read: AtomicU64,
     pub compaction_bytes_written: AtomicU64,
     pub compaction_bytes_written_uncompressed: AtomicU64,
@@ -64,6 +65,8 @@ pub struct Stats {
     /// Compactions asked for by reads (`Options::read_triggered_compaction`), trivial moves
     /// included.
     pub read_compactions: u64,
+    /// Flushes of an active memtable that seeks found idle (`Options::read_triggered_compaction`).
+    pub idle_flushes: u64,
     /// Bytes of tables read by compactions since open.
     pub compaction_bytes_read: u64,
     /// Bytes of tables written by compactions since open.
@@ -143,6 +146,7 @@ impl Stats {
         self.compactions = load(&c.compactions);
         self.trivial_moves = load(&c.trivial_moves);
         self.read_compactions = load(&c.read_compactions);
+        self.idle_flushes = load(&c.idle_flushes);
         self.compaction_bytes_read = load(&c.compaction_bytes_read);
         self.compaction_bytes_written = load(&c.compaction_bytes_written);
         self.compaction_bytes_written_uncompressed = load(&c.compaction_bytes_written_uncompressed);

@@ -12,9 +12,10 @@ use crate::readahead::Readahead;
 use crate::table::Table;
 
 /// Forward steps into a new data block after which a walk counts as a scan (and the next
-/// block is looked up ahead). One: a seek that reads a few entries and crosses one block
-/// boundary pays one extra cache lookup.
-const SCAN_AFTER_BLOCKS: u32 = 1;
+/// block is looked up ahead). Two: a short range read (a seek and a few dozen entries,
+/// as a `list` with a limit) that crosses one block boundary does not pay the look-ahead's
+/// two extra cache lookups; a scan loses the look-ahead for its second block only.
+const SCAN_AFTER_BLOCKS: u32 = 2;
 
 /// Bidirectional iterator over a table.
 ///

@@ -77,8 +77,15 @@ fn report(inner: &DbInner, result: crate::Result<()>) {
 }
 
 fn flush_loop(inner: &DbInner) {
-    while wait_for_work(inner, |w| std::mem::take(&mut w.flush_pending)) {
+    while wait_for_work(inner, |w| std::mem::take(&mut w.flush_pending) || w.idle_flush.is_some()) {
+        let idle = inner.work.lock().idle_flush.take();
         let result = (|| {
+            if let Some((segment, len)) = idle {
+                let flushed = inner.flush_idle_memtable(segment, len);
+                inner.idle_flush_pending.store(false, std::sync::atomic::Ordering::Release);
+                inner.request_compaction();
+                flushed?;
+            }
             while inner.flush_frozen()? {
                 inner.request_compaction();
                 inner.notify_room();

@@ -118,7 +118,9 @@ impl DbInner {
     /// The newest table whose seeks are used up, merged into the level below: with the rest
     /// of level 0 if it is a level-0 file, else with the files below that it overlaps.
     fn pick_read_triggered(&self, version: &Version, targets: &LevelTargets) -> Option<Plan> {
-        if !self.options.read_triggered_compaction {
+        if !self.options.read_triggered_compaction
+            || self.idle_flush_pending.load(std::sync::atomic::Ordering::Acquire)
+        {
             return None;
         }
         let (level, file) = version.seek_exhausted_file()?;
@@ -224,6 +226,9 @@ impl DbInner {
         edit.deleted.extend(plan.overlapping.iter().map(|f| (plan.output_level, f.desc.number)));
         edit.added.extend(outputs.iter().map(|f| (plan.output_level, f.desc.clone())));
         self.install(edit, &outputs, &plan.all_inputs().cloned().collect::<Vec<_>>())?;
+        if plan.read_triggered {
+            self.warm_outputs(&outputs);
+        }
         Counters::add(&self.counters.compactions, 1);
         Counters::add(&self.counters.compaction_bytes_read, plan.all_inputs().map(|f| f.desc.size).sum());
         Counters::add(&self.counters.compaction_bytes_written, outputs.iter().map(|f| f.desc.size).sum());
@@ -232,6 +237,22 @@ impl DbInner {
             outputs.iter().map(|f| f.uncompressed_size()).sum(),
         );
         Ok(())
+    }
+
+    /// Reads the outputs of a compaction that reads asked for into the block cache, when
+    /// they fill at most half of it: the seeks that asked for the compaction keep reading
+    /// that data, and would otherwise miss the cache once per block of the new tables
+    /// (each a `pread` and a checksum) just as they start to profit from it.
+    fn warm_outputs(&self, outputs: &[Arc<TableFile>]) {
+        let bytes: u64 = outputs.iter().map(|f| f.uncompressed_size()).sum();
+        if bytes > self.tables.cache.capacity_bytes() as u64 / 2 {
+            return;
+        }
+        for file in outputs {
+            // Only a hint: a table that cannot be read fails the reads that need it, and
+            // they report the error.
+            let _ = file.table().and_then(|table| Ok(table.warm_block_cache()?));
+        }
     }
 
     /// Makes an edit durable, installs the new version and retires replaced files.

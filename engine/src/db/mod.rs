@@ -82,10 +82,18 @@ pub(crate) struct PublishState {
     pub applied_seq: u64,
 }
 
+/// Seeks flush an idle active memtable only while the memtables hold at least this
+/// fraction of `Options::write_buffer_size`: a smaller table would cost its compaction
+/// into the levels below more than it spares the seeks.
+pub(crate) const IDLE_FLUSH_MIN_FRACTION: usize = 4;
+
 /// Requests to the background threads.
 #[derive(Default)]
 pub(crate) struct WorkState {
     pub flush_pending: bool,
+    /// Seeks found the active memtable idle: its WAL segment and entry count then
+    /// ([`DbInner::flush_idle_memtable`]).
+    pub idle_flush: Option<(u64, usize)>,
     pub compaction_pending: bool,
     pub shutdown: bool,
 }
@@ -153,6 +161,10 @@ pub(crate) struct DbInner {
     /// Callers of [`DbInner::flush`] waiting: while any is, a flush takes the frozen
     /// memtables even when fewer than `memtables_per_flush`.
     pub forced_flushes: std::sync::atomic::AtomicUsize,
+    /// Seeks asked for an idle memtable flush that has not run yet: read-triggered
+    /// compactions wait for it, so that one compaction merges its table with the level-0
+    /// tables already charged instead of a second one following.
+    pub idle_flush_pending: AtomicBool,
     pub publish: OrderedMutex<PublishState>,
     pub publish_cv: Condvar,
     /// Deferred commits waiting for their WAL sync ([`Db::write_with_deferred`]).
@@ -499,6 +511,10 @@ impl DbInner {
     /// Charges a read that starts at the start of `range` (without one, at its end) to the
     /// newest table covering that key when an older run covers it too, and asks for a
     /// compaction once a table's allowance is used up (`Options::read_triggered_compaction`).
+    /// With background threads, also charges the active memtable when a table covers the
+    /// key, and asks for it to be flushed once it has been idle (no insert) for its
+    /// allowance of such reads, if the memtables hold enough to be worth a table of their
+    /// own ([`IDLE_FLUSH_MIN_FRACTION`]).
     pub(crate) fn charge_read<K: AsRef<[u8]>, R: std::ops::RangeBounds<K> + ?Sized>(
         &self,
         state: &ReadState,
@@ -513,8 +529,21 @@ impl DbInner {
             (Bound::Unbounded, Bound::Included(k) | Bound::Excluded(k)) => k.as_ref(),
             (Bound::Unbounded, Bound::Unbounded) => return,
         };
-        if state.version.charge_read(key) {
+        let charge = state.version.charge_read(key);
+        if charge.compaction_due {
             self.request_compaction();
+        }
+        if charge.covered && self.threads_mode() {
+            let memtable_bytes =
+                std::iter::once(&state.mem).chain(&state.imms).map(|m| m.memory_bytes()).sum::<usize>();
+            if memtable_bytes >= self.options.write_buffer_size / IDLE_FLUSH_MIN_FRACTION {
+                let allowance = memtable_bytes as u64 / crate::version::BYTES_PER_ALLOWED_SEEK;
+                if state.mem.charge_idle_seek(allowance.max(1)) {
+                    self.idle_flush_pending.store(true, Ordering::Release);
+                    self.work.lock().idle_flush = Some((state.mem.wal_segment(), state.mem.len()));
+                    self.work_cv.notify_all();
+                }
+            }
         }
     }
 

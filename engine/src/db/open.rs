@@ -122,6 +122,7 @@ pub(crate) fn open(fs: Arc<dyn Fs>, dir: &Path, options: Options) -> Result<DbIn
         busy_commits: Default::default(),
         parked_syncs: OrderedMutex::new(LockRank::ParkedSyncs, Vec::new()),
         forced_flushes: Default::default(),
+        idle_flush_pending: Default::default(),
         publish: OrderedMutex::new(
             LockRank::Publish,
             PublishState { applied_seq: last_seq, ..PublishState::default() },

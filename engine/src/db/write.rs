@@ -420,6 +420,34 @@ impl DbInner {
         Ok(())
     }
 
+    /// Freezes the active memtable if it is still the one seeks found idle (WAL segment
+    /// `segment`, `len` entries: nothing inserted since) and flushes it with every frozen
+    /// one, however few: reads that positioned it beside the tables now find one source
+    /// less, and read-triggered compactions then merge the new table into the levels.
+    /// An empty active memtable is left as it is, and the frozen ones are flushed alone.
+    pub(crate) fn flush_idle_memtable(&self, segment: u64, len: usize) -> Result<()> {
+        {
+            let mut commit = self.commit.lock();
+            self.check_writable(&commit)?;
+            if commit.mem.wal_segment() != segment || commit.mem.len() != len {
+                return Ok(()); // written to since: it fills up and is flushed as usual
+            }
+            if !commit.mem.is_empty() {
+                self.switch_memtable(&mut commit)?;
+            }
+        }
+        if self.read_state.read().imms.is_empty() {
+            return Ok(()); // flushed meanwhile
+        }
+        Counters::add(&self.counters.idle_flushes, 1);
+        let _forced = ForcedFlush::enter(&self.forced_flushes);
+        while self.flush_frozen()? {
+            self.request_compaction();
+            self.notify_room();
+        }
+        Ok(())
+    }
+
     /// Runs all due flushes and compactions in the calling thread (inline mode). A failure
     /// poisons the database, as it would from a background thread.
     pub(crate) fn run_inline_work(&self) -> Result<()> {

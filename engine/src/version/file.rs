@@ -60,7 +60,7 @@ pub(crate) struct TableFile {
 
 /// Table bytes per seek a file absorbs before it is compacted: LevelDB's estimate is that
 /// one seek costs about what compacting 40 KB does; 16 KiB is on the safe side.
-const BYTES_PER_ALLOWED_SEEK: u64 = 16 << 10;
+pub(crate) const BYTES_PER_ALLOWED_SEEK: u64 = 16 << 10;
 /// The fewest seeks a file absorbs before it is compacted (small files).
 const MIN_ALLOWED_SEEKS: i64 = 100;
 

@@ -5,7 +5,7 @@ mod file;
 pub(crate) mod set;
 
 pub(crate) use edit::VersionEdit;
-pub(crate) use file::{FileDesc, TableFile, EARLIEST_EXPIRY_PROPERTY};
+pub(crate) use file::{FileDesc, TableFile, BYTES_PER_ALLOWED_SEEK, EARLIEST_EXPIRY_PROPERTY};
 pub(crate) use set::{read_current, recover_manifest, VersionSet};
 
 use crate::iter::{InternalIterator, LevelIter};
@@ -22,6 +22,16 @@ pub(crate) const NUM_LEVELS: usize = 7;
 #[derive(Clone, Default)]
 pub(crate) struct Version {
     levels: [Vec<Arc<TableFile>>; NUM_LEVELS],
+}
+
+/// What [`Version::charge_read`] found.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ReadCharge {
+    /// Some table covers the key: a read starting there positions a table.
+    pub(crate) covered: bool,
+    /// The charge used up a table's allowance: a compaction should be asked for
+    /// ([`TableFile::charge_seek`]).
+    pub(crate) compaction_due: bool,
 }
 
 impl Version {
@@ -101,9 +111,8 @@ impl Version {
 
     /// Charges a read that starts at `user_key` to the newest table covering the key when
     /// an older run covers it too (the read positions both; a compaction merging them would
-    /// spare later reads that). True when this charge used up the table's allowance: a
-    /// compaction should be asked for ([`TableFile::charge_seek`]).
-    pub(crate) fn charge_read(&self, user_key: &[u8]) -> bool {
+    /// spare later reads that).
+    pub(crate) fn charge_read(&self, user_key: &[u8]) -> ReadCharge {
         let level0 = self.levels[0].iter().filter(|f| f.desc.contains_user_key(user_key));
         let deeper = self.levels.iter().skip(1).filter_map(|files| {
             let index = files.partition_point(|f| f.desc.largest_key.as_slice() < user_key);
@@ -111,8 +120,9 @@ impl Version {
         });
         let mut covering = level0.chain(deeper);
         match (covering.next(), covering.next()) {
-            (Some(newest), Some(_)) => newest.charge_seek(),
-            _ => false,
+            (Some(newest), Some(_)) => ReadCharge { covered: true, compaction_due: newest.charge_seek() },
+            (Some(_), None) => ReadCharge { covered: true, compaction_due: false },
+            (None, _) => ReadCharge { covered: false, compaction_due: false },
         }
     }
 

@@ -21,6 +21,7 @@ mod cursor;
 mod deferred;
 mod failures_and_locks;
 mod faults;
+mod idle_flush;
 mod ingest;
 mod levels;
 mod model;

@@ -408,3 +408,27 @@ fn an_open_on_first_use_finds_damage_when_the_blocks_are_first_read() {
     let placement = IndexFilterPlacement::BlockCacheOnFirstUse;
     assert!(Table::open_with(file, 1, "table-1.sst".into(), Some(fresh), placement).is_err());
 }
+
+#[test]
+fn a_warmed_table_is_read_whole_from_the_cache() {
+    let cache = Arc::new(BlockCache::new(1 << 20));
+    let entries = entries(0, 2000);
+    let table = open_cached(Arc::new(build(&entries, small_blocks())), 1, &cache);
+    table.warm_block_cache().unwrap();
+    let warmed = cache.counters();
+    assert!(warmed.data_misses > 100, "every data block read once: {warmed:?}");
+    let mut it = table.iter();
+    it.seek_to_first().unwrap();
+    let mut seen = Vec::new();
+    while it.valid() {
+        seen.push((it.user_key().to_vec(), it.trailer(), it.value().to_vec()));
+        it.next().unwrap();
+    }
+    assert!(seen == entries, "a scan after warming reads the table's entries");
+    let scanned = cache.counters();
+    assert_eq!(scanned.data_misses, warmed.data_misses, "the scan missed the cache: {scanned:?}");
+    assert!(scanned.data_hits > warmed.data_hits + 100, "{scanned:?}");
+    // Warming again reads nothing.
+    table.warm_block_cache().unwrap();
+    assert_eq!(cache.counters().data_misses, warmed.data_misses);
+}
