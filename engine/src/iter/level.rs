@@ -2,15 +2,36 @@
 
 use super::{InternalIterator, TableSource};
 use crate::key;
-use crate::version::TableFile;
+use crate::version::{TableFile, Version};
 use crate::Result;
 use std::cmp::Ordering;
 use std::sync::Arc;
 
+/// The sorted, disjoint files a [`LevelIter`] walks.
+pub(crate) enum LevelFiles {
+    /// A list of its own, such as a compaction's inputs.
+    Listed(Vec<Arc<TableFile>>),
+    /// One file (a level-0 table).
+    One(Arc<TableFile>),
+    /// Level `.1` of a version, shared instead of copied: a cursor over a level of
+    /// hundreds of files would otherwise take and drop a reference to each.
+    Level(Arc<Version>, usize),
+}
+
+impl LevelFiles {
+    fn as_slice(&self) -> &[Arc<TableFile>] {
+        match self {
+            LevelFiles::Listed(files) => files,
+            LevelFiles::One(file) => std::slice::from_ref(file),
+            LevelFiles::Level(version, level) => version.files(*level),
+        }
+    }
+}
+
 /// Concatenation of a sorted level's files, opening each file's iterator on demand. Only
 /// the current file's table is held (open) at a time.
 pub(crate) struct LevelIter {
-    files: Vec<Arc<TableFile>>,
+    files: LevelFiles,
     index: usize,
     current: Option<TableSource>,
     /// Whether data blocks read from the files go into the block cache.
@@ -19,19 +40,19 @@ pub(crate) struct LevelIter {
 
 impl LevelIter {
     /// Iterates `files`, which must be sorted and disjoint.
-    pub(crate) fn new(files: Vec<Arc<TableFile>>) -> Self {
+    pub(crate) fn new(files: LevelFiles) -> Self {
         LevelIter { files, index: 0, current: None, fill_cache: true }
     }
 
     /// Like [`LevelIter::new`], for one pass (a compaction): blocks read from the files
     /// are not added to the block cache, so that the pass does not evict what readers use.
     pub(crate) fn without_caching(files: Vec<Arc<TableFile>>) -> Self {
-        LevelIter { fill_cache: false, ..LevelIter::new(files) }
+        LevelIter { fill_cache: false, ..LevelIter::new(LevelFiles::Listed(files)) }
     }
 
     /// Positions on file `index` (unpositioned inside it); `None` past the last file.
     fn open(&mut self, index: usize) -> Result<Option<&mut TableSource>> {
-        let Some(file) = self.files.get(index) else {
+        let Some(file) = self.files.as_slice().get(index) else {
             return Ok(None);
         };
         self.index = index;
@@ -88,7 +109,7 @@ impl InternalIterator for LevelIter {
     }
     fn seek(&mut self, user_key: &[u8], trailer: u64) -> Result<()> {
         // First file whose largest key is >= the target.
-        let index = self.files.partition_point(|f| {
+        let index = self.files.as_slice().partition_point(|f| {
             key::compare(&f.desc.largest_key, f.desc.largest_trailer, user_key, trailer) == Ordering::Less
         });
         match self.open(index)? {
@@ -102,7 +123,7 @@ impl InternalIterator for LevelIter {
     }
     fn seek_for_prev(&mut self, user_key: &[u8], trailer: u64) -> Result<()> {
         // Last file whose smallest key is <= the target.
-        let count = self.files.partition_point(|f| {
+        let count = self.files.as_slice().partition_point(|f| {
             key::compare(&f.desc.smallest_key, f.desc.smallest_trailer, user_key, trailer)
                 != Ordering::Greater
         });
@@ -126,11 +147,11 @@ impl InternalIterator for LevelIter {
         self.skip_empty_forward()
     }
     fn seek_to_last(&mut self) -> Result<()> {
-        if self.files.is_empty() {
+        let Some(last) = self.files.as_slice().len().checked_sub(1) else {
             self.current = None;
             return Ok(());
-        }
-        if let Some(source) = self.open(self.files.len() - 1)? {
+        };
+        if let Some(source) = self.open(last)? {
             source.seek_to_last()?;
         }
         self.skip_empty_backward()

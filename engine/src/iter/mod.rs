@@ -7,7 +7,7 @@ mod level;
 mod merging;
 mod table;
 
-pub(crate) use level::LevelIter;
+pub(crate) use level::{LevelFiles, LevelIter};
 pub(crate) use merging::{head_prefix, MergingIter, HEAD_BYTES};
 pub(crate) use table::TableSource;
 

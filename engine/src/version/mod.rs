@@ -8,7 +8,7 @@ pub(crate) use edit::VersionEdit;
 pub(crate) use file::{FileDesc, TableFile, BYTES_PER_ALLOWED_SEEK, EARLIEST_EXPIRY_PROPERTY};
 pub(crate) use set::{read_current, recover_manifest, VersionSet};
 
-use crate::iter::{InternalIterator, LevelIter};
+use crate::iter::{InternalIterator, LevelFiles, LevelIter};
 use crate::key;
 use crate::Result;
 use std::sync::Arc;
@@ -142,13 +142,13 @@ impl Version {
 
     /// Internal iterators over every table: one per level-0 file, one per deeper level.
     /// Each opens its current table when positioned and holds only that one.
-    pub(crate) fn iterators(&self, out: &mut Vec<Box<dyn InternalIterator>>) {
+    pub(crate) fn iterators(self: &Arc<Self>, out: &mut Vec<Box<dyn InternalIterator>>) {
         for file in &self.levels[0] {
-            out.push(Box::new(LevelIter::new(vec![file.clone()])));
+            out.push(Box::new(LevelIter::new(LevelFiles::One(file.clone()))));
         }
-        for files in self.levels.iter().skip(1) {
+        for (level, files) in self.levels.iter().enumerate().skip(1) {
             if !files.is_empty() {
-                out.push(Box::new(LevelIter::new(files.clone())));
+                out.push(Box::new(LevelIter::new(LevelFiles::Level(self.clone(), level))));
             }
         }
     }
