@@ -109,6 +109,13 @@ impl Block {
         std::hint::black_box(sum);
     }
 
+    /// Where the block's restart array and count lie in memory (the first and the last
+    /// byte): what a search reads first. An address for prefetch hints only.
+    pub(crate) fn restart_array_span(&self) -> (usize, usize) {
+        let start = self.data.as_ptr() as usize;
+        (start.wrapping_add(self.restarts_offset), start.wrapping_add(self.data.len().saturating_sub(1)))
+    }
+
     /// Asks the processor to load the block's entries into its caches (a hint: a scan
     /// about to walk the block then finds them there instead of missing line by line).
     pub(crate) fn prefetch_entries(&self) {

@@ -3,9 +3,12 @@
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::io::{self, Write};
+use std::sync::Arc;
 
+use crate::block::Block;
 use crate::block_builder::BlockBuilder;
 use crate::bloom::BloomBuilder;
+use crate::cache::{BlockCache, Cached};
 use crate::compression::{compress_block, Compression, ProbeSchedule, BLOCK_TYPE_RAW};
 use crate::error::TableError;
 use crate::format::{block_trailer, BlockHandle, Footer, BLOCK_TRAILER_LEN, FORMAT_VERSION};
@@ -103,6 +106,9 @@ pub struct TableBuilder<W: Write> {
     last_user_key: Vec<u8>,
     last_trailer: u64,
     props: TableProperties,
+    /// Where each data block goes as it is written, if anywhere (see
+    /// [`TableBuilder::fill_block_cache`]): the cache and the table id it is keyed under.
+    fill_cache: Option<(Arc<BlockCache>, u64)>,
 }
 
 impl<W: Write> TableBuilder<W> {
@@ -123,7 +129,17 @@ impl<W: Write> TableBuilder<W> {
             last_user_key: Vec::new(),
             last_trailer: 0,
             props: TableProperties { format_version: FORMAT_VERSION, ..TableProperties::default() },
+            fill_cache: None,
         }
+    }
+
+    /// Puts every data block written from now on into `cache` as well, keyed as a
+    /// [`Table`](crate::Table) opened with `table_id` looks it up: readers of the new table
+    /// find its blocks cached instead of reading, verifying and decoding each once (what
+    /// RocksDB calls prepopulating the block cache). Costs a copy of each block; the cache
+    /// evicts as usual. `table_id` must be the id the finished table will be opened with.
+    pub fn fill_block_cache(&mut self, cache: Arc<BlockCache>, table_id: u64) {
+        self.fill_cache = Some((cache, table_id));
     }
 
     /// Adds an entry; must be strictly after the previous one in table order.
@@ -204,6 +220,8 @@ impl<W: Write> TableBuilder<W> {
         }
         let raw = self.data_block.finish();
         self.props.uncompressed_data_bytes += (raw.len() + BLOCK_TRAILER_LEN) as u64;
+        // The block as a reader decodes it (before a raw block gets its trailer below).
+        let cached = self.fill_cache.as_ref().map(|_| raw.clone());
         let codec = self.options.compression;
         let block_type = if codec != Compression::None && self.probes.should_try() {
             let block_type = compress_block(codec, raw, &mut self.compressed);
@@ -220,6 +238,13 @@ impl<W: Write> TableBuilder<W> {
         self.data_block.reset();
         self.props.data_block_count += 1;
         self.pending_handle = Some(handle);
+        if let (Some((cache, table_id)), Some(contents)) = (&self.fill_cache, cached) {
+            // A block this builder made always decodes; one that did not would simply be
+            // read from the file when needed.
+            if let Ok(block) = Block::new(contents) {
+                cache.insert(*table_id, handle.offset, Cached::Data(Arc::new(block)));
+            }
+        }
         Ok(())
     }
 

@@ -132,10 +132,26 @@ impl Cached {
 
 struct Entry {
     value: Cached,
+    /// For a data block, where its restart array lies ([`Block::restart_array_span`]): a
+    /// lookup asks the processor for those lines while it takes the block's reference, so
+    /// that the search after it does not wait for two misses one after the other. Zero
+    /// for other kinds. Only ever used as a prefetch address.
+    restarts_hint: (usize, usize),
     charge: usize,
     /// Passes of the clock hand the entry survives unreferenced: raised on a hit,
     /// lowered by one each time the hand passes, evicted at zero.
     chances: u8,
+}
+
+impl Entry {
+    fn new(value: Cached, charge: usize) -> Entry {
+        let restarts_hint = match &value {
+            Cached::Data(block) => block.restart_array_span(),
+            Cached::Index(_) | Cached::Filter(_) => (0, 0),
+        };
+        let chances = value.kind().inserted_chances();
+        Entry { value, restarts_hint, charge, chances }
+    }
 }
 
 /// Hits and misses of a block cache, by kind of block.
@@ -183,6 +199,11 @@ impl Shard {
             *count += 1;
         }
         let entry = found?;
+        let (first, last) = entry.restarts_hint;
+        if first != 0 {
+            crate::prefetch::prefetch_line(first as *const u8);
+            crate::prefetch::prefetch_line(last as *const u8);
+        }
         entry.chances = entry.chances.max(kind.hit_chances());
         Some(entry.value.clone())
     }
@@ -192,8 +213,7 @@ impl Shard {
             return; // too big to cache at all, or another reader inserted it first
         }
         self.evict_until_fits(charge);
-        let chances = value.kind().inserted_chances();
-        self.map.insert(key, Entry { value, charge, chances });
+        self.map.insert(key, Entry::new(value, charge));
         self.ring.push_back(key);
         self.usage += charge;
     }

@@ -368,29 +368,6 @@ impl Table {
         }
     }
 
-    /// Reads every data block the block cache lacks into it, verified as any read would,
-    /// in file order through a readahead window: for a table that reads are about to
-    /// need whole, such as the output of a compaction that reads asked for. Without a
-    /// cache, does nothing.
-    pub fn warm_block_cache(&self) -> Result<(), TableError> {
-        if self.cache.is_none() {
-            return Ok(());
-        }
-        let index = self.index()?;
-        let mut entries = BlockIter::new(Arc::clone(index.block()), true);
-        let mut readahead = Readahead::default();
-        entries.seek_to_first();
-        while entries.valid() {
-            let handle = self.decode_handle(entries.value())?;
-            self.load_block_via(handle, true, Some(&mut readahead))?;
-            entries.next();
-        }
-        if entries.is_corrupt() {
-            return Err(self.index_corruption());
-        }
-        Ok(())
-    }
-
     /// [`Table::load_block`], reading through `readahead` (an iterator's) when the block
     /// is not in the cache.
     pub(crate) fn load_block_via(

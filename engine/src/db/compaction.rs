@@ -226,9 +226,6 @@ impl DbInner {
         edit.deleted.extend(plan.overlapping.iter().map(|f| (plan.output_level, f.desc.number)));
         edit.added.extend(outputs.iter().map(|f| (plan.output_level, f.desc.clone())));
         self.install(edit, &outputs, &plan.all_inputs().cloned().collect::<Vec<_>>())?;
-        if plan.read_triggered {
-            self.warm_outputs(&outputs);
-        }
         Counters::add(&self.counters.compactions, 1);
         Counters::add(&self.counters.compaction_bytes_read, plan.all_inputs().map(|f| f.desc.size).sum());
         Counters::add(&self.counters.compaction_bytes_written, outputs.iter().map(|f| f.desc.size).sum());
@@ -239,24 +236,18 @@ impl DbInner {
         Ok(())
     }
 
-    /// Reads the outputs of a compaction that reads asked for into the block cache, when
-    /// every table of the database fits in half of it: the seeks that asked for the
-    /// compaction keep reading that data, and would otherwise miss the cache once per
-    /// block of the new tables (each a `pread` and a checksum) just as they start to
-    /// profit from it. A larger database is left to the reads themselves: warming it
-    /// would evict blocks as hot as the ones it reads (at 10 M keys and a 1 GiB cache,
-    /// warming every read-triggered compaction's output halved the seek rate).
-    fn warm_outputs(&self, outputs: &[Arc<TableFile>]) {
-        let version = self.read_state.read().version.clone();
+    /// Whether a compaction's outputs go into the block cache as they are written: those
+    /// of a compaction that reads asked for, when every table of the database fits in
+    /// half the cache. The seeks that asked for it keep reading that data, and would
+    /// otherwise miss the cache once per block of the new tables (each a `pread` and a
+    /// checksum) just as they start to profit from it. A larger database is left to the
+    /// reads themselves: caching it would evict blocks as hot as the ones it adds (at
+    /// 10 M keys and a 1 GiB cache, reading every read-triggered compaction's output into
+    /// the cache halved the seek rate).
+    fn caches_outputs(&self, plan: &Plan, version: &Version) -> bool {
+        // The tables before the compaction: its outputs replace inputs at least as large.
         let bytes: u64 = version.all_files().map(|(_, f)| f.uncompressed_size()).sum();
-        if bytes > self.tables.cache.capacity_bytes() as u64 / 2 {
-            return;
-        }
-        for file in outputs {
-            // Only a hint: a table that cannot be read fails the reads that need it, and
-            // they report the error.
-            let _ = file.table().and_then(|table| Ok(table.warm_block_cache()?));
-        }
+        plan.read_triggered && bytes <= self.tables.cache.capacity_bytes() as u64 / 2
     }
 
     /// Makes an edit durable, installs the new version and retires replaced files.
@@ -300,6 +291,7 @@ impl DbInner {
         iter.seek_to_first()?;
         let mut filter = GcFilter::new(self.gc_point());
         let mut base = BaseLevelCheck::new(version, plan.output_level);
+        let fill_cache = self.caches_outputs(plan, version).then(|| self.tables.cache.clone());
         let mut outputs = Vec::new();
         let mut output: Option<TableOutput> = None;
         let mut steps = 0u64;
@@ -320,7 +312,11 @@ impl DbInner {
                     }
                 }
                 if output.is_none() {
-                    output = Some(self.start_table(plan.output_level)?);
+                    let mut table = self.start_table(plan.output_level)?;
+                    if let Some(cache) = &fill_cache {
+                        table.fill_block_cache(cache.clone());
+                    }
+                    output = Some(table);
                 }
                 if let Some(out) = output.as_mut() {
                     out.add(user_key, trailer, value, decision)?;

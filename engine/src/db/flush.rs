@@ -32,6 +32,12 @@ pub(crate) struct TableOutput {
 }
 
 impl TableOutput {
+    /// Puts the table's data blocks into `cache` as they are written (see
+    /// [`TableBuilder::fill_block_cache`]).
+    pub(crate) fn fill_block_cache(&mut self, cache: Arc<BlockCache>) {
+        self.builder.fill_block_cache(cache, self.number);
+    }
+
     /// Adds an entry according to a GC decision (dropped entries are not passed here).
     pub(crate) fn add(
         &mut self,

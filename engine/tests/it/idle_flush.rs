@@ -136,3 +136,27 @@ fn without_read_triggered_compaction_seeks_keep_the_memtable() {
     assert_contents(&db, &model);
     db.close().unwrap();
 }
+
+#[test]
+fn a_merge_that_seeks_asked_for_fills_the_block_cache_when_the_tables_fit_half_of_it() {
+    let mut options = options();
+    options.block_cache_bytes = 32 << 20;
+    // Two level-0 tables are then below every compaction trigger: only reads merge them.
+    options.l0_compaction_trigger = 4;
+    let (db, model, mut rng) = tables_and_a_full_memtable(options);
+    let started = Instant::now();
+    // The idle flush, then a read-triggered merge of both level-0 tables into the levels.
+    while db.stats().idle_flushes == 0 || db.stats().files_per_level[0] > 0 {
+        assert!(started.elapsed() < PATIENCE, "no merge after the idle flush: {:?}", db.stats());
+        seek(&db, &mut rng);
+    }
+    let before = db.stats();
+    assert!(before.read_compactions >= 1, "{before:?}");
+    assert_contents(&db, &model);
+    let after = db.stats();
+    let hits = after.block_cache_hits_misses.0 - before.block_cache_hits_misses.0;
+    let misses = after.block_cache_hits_misses.1 - before.block_cache_hits_misses.1;
+    assert!(hits > 100, "a full scan found {hits} blocks in the cache");
+    assert_eq!(misses, 0, "a full scan after the merge read {misses} blocks from the files: {after:?}");
+    db.close().unwrap();
+}
