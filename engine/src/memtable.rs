@@ -144,6 +144,9 @@ impl Memtable {
         if self.idle_since_len.load(Ordering::Relaxed) != len {
             self.idle_since_len.store(len, Ordering::Relaxed);
             self.idle_seeks.store(0, Ordering::Relaxed);
+        } else if self.idle_seeks.load(Ordering::Relaxed) >= allowance {
+            // Answered already: readers on other cores stop writing the count's line.
+            return false;
         }
         self.idle_seeks.fetch_add(1, Ordering::Relaxed) + 1 == allowance
     }
@@ -246,6 +249,7 @@ mod tests {
         assert!((0..4).all(|_| !mem.charge_idle_seek(5)));
         assert!(mem.charge_idle_seek(5), "the fifth idle seek in a row");
         assert!((0..20).all(|_| !mem.charge_idle_seek(5)), "answered once per idle spell");
+        assert_eq!(mem.idle_seeks.load(Ordering::Relaxed), 5, "no count past the answer");
         put(3, b"c");
         assert!((0..4).all(|_| !mem.charge_idle_seek(5)));
         assert!(mem.charge_idle_seek(5), "a new spell after an insert");

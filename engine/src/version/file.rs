@@ -55,7 +55,30 @@ pub(crate) struct TableFile {
     uncompressed_size: u64,
     /// Seeks this file may still absorb, as the newest of several runs covering the sought
     /// key, before a compaction is asked for it ([`TableFile::charge_seek`]).
-    allowed_seeks: AtomicI64,
+    allowed_seeks: SeekAllowance,
+}
+
+/// A count of seeks still allowed, shared by every reader: charged with one atomic
+/// subtraction while seeks are left, and only read once they are used up, so that
+/// readers on many cores stop writing its cache line after that.
+struct SeekAllowance(AtomicI64);
+
+impl SeekAllowance {
+    fn new(seeks: i64) -> Self {
+        SeekAllowance(AtomicI64::new(seeks))
+    }
+
+    /// Charges one seek: true for the one that uses up the allowance (exactly once).
+    fn charge(&self) -> bool {
+        if self.exhausted() {
+            return false;
+        }
+        self.0.fetch_sub(1, Ordering::Relaxed) == 1
+    }
+
+    fn exhausted(&self) -> bool {
+        self.0.load(Ordering::Relaxed) <= 0
+    }
 }
 
 /// Table bytes per seek a file absorbs before it is compacted: LevelDB's estimate is that
@@ -92,7 +115,7 @@ impl TableFile {
             obsolete: AtomicBool::new(false),
             earliest_expiry_ms,
             uncompressed_size,
-            allowed_seeks: AtomicI64::new(
+            allowed_seeks: SeekAllowance::new(
                 i64::try_from(desc_size / BYTES_PER_ALLOWED_SEEK).unwrap_or(i64::MAX).max(MIN_ALLOWED_SEEKS),
             ),
         }
@@ -101,12 +124,12 @@ impl TableFile {
     /// Charges one seek that positioned this file and an older run as well: true for the
     /// charge that uses up the file's allowance (exactly once per file).
     pub(crate) fn charge_seek(&self) -> bool {
-        self.allowed_seeks.fetch_sub(1, Ordering::Relaxed) == 1
+        self.allowed_seeks.charge()
     }
 
     /// Whether seeks used up the file's allowance: a compaction would spare later seeks.
     pub(crate) fn seeks_exhausted(&self) -> bool {
-        self.allowed_seeks.load(Ordering::Relaxed) <= 0
+        self.allowed_seeks.exhausted()
     }
 
     /// The file's size had its data blocks been stored uncompressed (known without
@@ -150,5 +173,20 @@ impl Drop for TableFile {
 impl std::fmt::Debug for TableFile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TableFile").field("desc", &self.desc).finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_seek_allowance_answers_once_and_stops_counting_when_used_up() {
+        let allowance = SeekAllowance::new(3);
+        assert!(!allowance.charge() && !allowance.charge() && !allowance.exhausted());
+        assert!(allowance.charge(), "the third seek uses it up");
+        assert!(allowance.exhausted());
+        assert!((0..100).all(|_| !allowance.charge()), "answered once");
+        assert_eq!(allowance.0.load(Ordering::Relaxed), 0, "no charge written after it was used up");
     }
 }
