@@ -245,9 +245,12 @@ impl DbInner {
     /// 10 M keys and a 1 GiB cache, reading every read-triggered compaction's output into
     /// the cache halved the seek rate).
     fn caches_outputs(&self, plan: &Plan, version: &Version) -> bool {
+        if !plan.read_triggered {
+            return false;
+        }
         // The tables before the compaction: its outputs replace inputs at least as large.
         let bytes: u64 = version.all_files().map(|(_, f)| f.uncompressed_size()).sum();
-        plan.read_triggered && bytes <= self.tables.cache.capacity_bytes() as u64 / 2
+        bytes <= self.tables.cache.capacity_bytes() as u64 / 2
     }
 
     /// Makes an edit durable, installs the new version and retires replaced files.
