@@ -7,13 +7,18 @@
 //! bash benches/kvc_load.sh [--runs 3] [--seconds 5] [--connections 1,32]
 //! cargo run --release -p stampkv-benches --example kvc_load -- --stampkv BIN --denokv BIN
 //!     [--runs 3] [--seconds 5] [--warmup 1] [--keys 10000] [--connections 1,32]
-//!     [--workloads read,commit] [--http 1|2] [--server-cpus 0] [--client-cpus 1]
+//!     [--workloads read,commit] [--http 1|2] [--h2-client one-write|hyper]
+//!     [--server-cpus 0] [--client-cpus 1]
 //!     [--servers stampkv,denokv] [--chart FILE.svg]
 //! ```
 //! The generator is this process: one thread (a current-thread tokio runtime) on
 //! `--client-cpus`, one KV Connect connection per simulated client (HTTP/1.1 by default, as
 //! Deno's and Node's clients use over plain http), each sending its next request when the last
-//! one returned. Requests are encoded with the same protobuf messages Deno sends:
+//! one returned. Over HTTP/2 a request's HEADERS and DATA frames leave in one write, as
+//! Deno 2.9.6's client sends them (`tcpdump`: one segment per `kv.get`); `--h2-client hyper`
+//! sends them as hyper's client does, the DATA frame in a segment of its own, which costs
+//! the server a bare ACK per request. Requests are encoded with the same protobuf messages
+//! Deno sends:
 //! - `read`: `kv.get(["k", random i])` (a `snapshot_read` of one range, limit 1) of 100-byte
 //!   values, after `--keys` keys were written through the same server (untimed); the value
 //!   must be there;
@@ -57,6 +62,9 @@ struct Args {
     connections: Vec<usize>,
     workloads: Vec<String>,
     http2: bool,
+    /// HTTP/2 requests as Deno's client writes them (HEADERS and DATA in one write); `false`:
+    /// as hyper's client writes them (DATA in a segment of its own).
+    h2_one_write: bool,
     server_cpus: String,
     client_cpus: String,
     chart: Option<PathBuf>,
@@ -75,6 +83,7 @@ fn parse_args() -> Args {
         connections: vec![1, 32],
         workloads: vec!["read".into(), "commit".into()],
         http2: false,
+        h2_one_write: true,
         server_cpus: "0".into(),
         client_cpus: "1".into(),
         chart: None,
@@ -93,6 +102,13 @@ fn parse_args() -> Args {
             "--connections" => args.connections = value().split(',').map(|c| c.parse().unwrap()).collect(),
             "--workloads" => args.workloads = value().split(',').map(str::to_owned).collect(),
             "--http" => args.http2 = value() == "2",
+            "--h2-client" => {
+                args.h2_one_write = match value().as_str() {
+                    "one-write" => true,
+                    "hyper" => false,
+                    other => panic!("--h2-client is one-write or hyper, not {other}"),
+                }
+            }
             "--server-cpus" => args.server_cpus = value(),
             "--client-cpus" => args.client_cpus = value(),
             "--chart" => args.chart = Some(value().into()),
@@ -113,8 +129,10 @@ fn pin_self(cpus: &str) {
     assert!(matches!(status, Ok(s) if s.success()), "taskset -c {cpus} failed: is util-linux installed?");
 }
 
-async fn open(target: &mut Target, http2: bool) -> Conn {
-    let mut conn = if http2 {
+async fn open(target: &mut Target, args: &Args) -> Conn {
+    let mut conn = if args.http2 && args.h2_one_write {
+        Conn::H2OneWrite(wire::connect_h2_one_write(target.addr).await.unwrap())
+    } else if args.http2 {
         Conn::H2(wire::connect_h2(target.addr).await.unwrap())
     } else {
         Conn::H1(wire::connect_h1(target.addr).await.unwrap())
@@ -157,7 +175,7 @@ async fn drive(args: &Args, target: &Target, server_pid: u32, workload: &str, co
     let mut conns = Vec::new();
     for _ in 0..connections {
         let mut t = target.clone();
-        conns.push(open(&mut t, args.http2).await);
+        conns.push(open(&mut t, args).await);
     }
     let warm_end = Instant::now() + Duration::from_secs_f64(args.warmup);
     let end = warm_end + Duration::from_secs_f64(args.seconds);
@@ -227,7 +245,7 @@ fn measure(
     let mut running = ServerProcess::start(server, bin, dir.path(), TOKEN, Some(&args.server_cpus));
     let mut target = Target { addr: running.addr, token: TOKEN.to_owned(), db_id: String::new() };
     let window = runtime.block_on(async {
-        let mut conn = open(&mut target, args.http2).await;
+        let mut conn = open(&mut target, args).await;
         if workload == "read" {
             preload(&target, &mut conn, args.keys).await;
         }
@@ -259,10 +277,14 @@ fn main() {
     pin_self(&args.client_cpus);
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     println!(
-        "KV Connect load: stampkv serve vs denokv serve 0.14.0; servers on CPU {}, generator on CPU {} (HTTP/{}); load average {}",
+        "KV Connect load: stampkv serve vs denokv serve 0.14.0; servers on CPU {}, generator on CPU {} ({}); load average {}",
         args.server_cpus,
         args.client_cpus,
-        if args.http2 { 2 } else { 1 },
+        match (args.http2, args.h2_one_write) {
+            (false, _) => "HTTP/1.1",
+            (true, true) => "HTTP/2, each request in one write",
+            (true, false) => "HTTP/2, hyper's client: DATA in a write of its own",
+        },
         loadavg()
     );
     let mut results: BTreeMap<(String, usize, String), Summary> = BTreeMap::new();

@@ -56,20 +56,40 @@ pub async fn connect_h2(addr: SocketAddr) -> Result<http2::SendRequest<Body>, St
     Ok(sender)
 }
 
+/// Opens an HTTP/2 connection with prior knowledge on the `h2` crate itself, so that a
+/// request's HEADERS and DATA frames leave in one write, as Deno's client sends them (hyper's
+/// client sends the DATA frame in a segment of its own, and the server then answers each
+/// request with an extra bare ACK).
+pub async fn connect_h2_one_write(addr: SocketAddr) -> Result<h2::client::SendRequest<Bytes>, String> {
+    let stream = TcpStream::connect(addr).await.map_err(|e| format!("connect: {e}"))?;
+    let _ = stream.set_nodelay(true);
+    let (sender, connection) =
+        h2::client::handshake(stream).await.map_err(|e| format!("http2 handshake: {e}"))?;
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    Ok(sender)
+}
+
 /// A connection of either version.
 pub enum Conn {
     /// HTTP/1.1: one request at a time.
     H1(http1::SendRequest<Body>),
     /// HTTP/2 with prior knowledge.
     H2(http2::SendRequest<Body>),
+    /// HTTP/2 with prior knowledge, each request in one write ([`connect_h2_one_write`]);
+    /// only [`Conn::call`] (whole answers).
+    H2OneWrite(h2::client::SendRequest<Bytes>),
 }
 
 impl Conn {
-    /// Whether the connection is gone.
+    /// Whether the connection is gone (as far as the client knows).
     pub fn is_closed(&self) -> bool {
         match self {
             Conn::H1(s) => s.is_closed(),
             Conn::H2(s) => s.is_closed(),
+            // `h2` tells only when the next request is sent.
+            Conn::H2OneWrite(_) => false,
         }
     }
 
@@ -82,7 +102,7 @@ impl Conn {
         version: u8,
         body: Vec<u8>,
     ) -> Result<Response<Incoming>, String> {
-        let h2 = matches!(self, Conn::H2(_));
+        let h2 = !matches!(self, Conn::H1(_));
         let request = build(target, path, version, body, h2)?;
         match self {
             Conn::H1(s) => {
@@ -93,6 +113,7 @@ impl Conn {
                 s.ready().await.map_err(|e| format!("connection not ready: {e}"))?;
                 s.send_request(request).await.map_err(|e| format!("request failed: {e}"))
             }
+            Conn::H2OneWrite(_) => Err("a one-write HTTP/2 connection answers whole (Conn::call)".to_owned()),
         }
     }
 
@@ -104,11 +125,42 @@ impl Conn {
         version: u8,
         body: Vec<u8>,
     ) -> Result<(StatusCode, Bytes), String> {
+        if let Conn::H2OneWrite(sender) = self {
+            return call_one_write(sender, target, path, version, body).await;
+        }
         let response = self.send(target, path, version, body).await?;
         let status = response.status();
         let body = response.into_body().collect().await.map_err(|e| format!("reading the answer: {e}"))?;
         Ok((status, body.to_bytes()))
     }
+}
+
+/// [`Conn::call`] on the `h2` crate: the request's HEADERS and DATA frames are queued before
+/// the connection task writes either, so they leave in one write.
+async fn call_one_write(
+    sender: &h2::client::SendRequest<Bytes>,
+    target: &Target,
+    path: &str,
+    version: u8,
+    body: Vec<u8>,
+) -> Result<(StatusCode, Bytes), String> {
+    let (head, body) = build(target, path, version, body, true)?.into_parts();
+    let mut ready = sender.clone().ready().await.map_err(|e| format!("connection not ready: {e}"))?;
+    let (response, mut send) = ready
+        .send_request(Request::from_parts(head, ()), false)
+        .map_err(|e| format!("request failed: {e}"))?;
+    let data = body.collect().await.map_err(|e| format!("request body: {e}"))?.to_bytes();
+    send.send_data(data, true).map_err(|e| format!("request body: {e}"))?;
+    let response = response.await.map_err(|e| format!("request failed: {e}"))?;
+    let status = response.status();
+    let mut answer = response.into_body();
+    let mut out = Vec::new();
+    while let Some(chunk) = answer.data().await {
+        let chunk = chunk.map_err(|e| format!("reading the answer: {e}"))?;
+        let _ = answer.flow_control().release_capacity(chunk.len());
+        out.extend_from_slice(&chunk);
+    }
+    Ok((status, Bytes::from(out)))
 }
 
 /// A POST request; HTTP/2 needs the absolute URI, HTTP/1.1 the path and a host header.
