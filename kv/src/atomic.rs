@@ -305,7 +305,8 @@ impl<'a, S: Store> AtomicOperation<'a, S> {
     /// called with its result once it is known — at once (on this thread) for a failed
     /// check or an error, and once the commit is durable and visible otherwise (on the
     /// store's durability thread, or on this one). Watchers and queue listeners are woken
-    /// just before `done`. `done` must not block.
+    /// just before `done`. `done` must not block; if it panics on the durability thread, the
+    /// panic is reported there and goes no further (the commit stands).
     ///
     /// Whether the call itself may block (the store waiting for room, or a store over the
     /// network) says [`Kv::commit_may_block`](crate::Kv::commit_may_block).

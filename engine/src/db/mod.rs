@@ -252,6 +252,8 @@ impl Db {
     /// database without background threads) is finished before this returns, and
     /// `on_durable` called on this thread. `on_durable` is never called if this returns an
     /// error, and is called with an error if the sync fails (the database is then poisoned).
+    /// A panic in `on_durable` on the durability thread is caught there (the panic hook
+    /// reports it): the commit stands, and other commits are acknowledged as before.
     ///
     /// For callers that must not block on I/O (an async server): they hand the
     /// acknowledgement to the callback instead of parking a thread per commit. The commit

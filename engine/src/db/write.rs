@@ -204,7 +204,8 @@ impl DbInner {
 
     /// The durability thread's work: syncs the WAL past every queued deferred commit (one
     /// `fdatasync` for all of them, gathering commits on their way like any syncing commit),
-    /// publishes them and runs their callbacks. Returns false once shut down and drained.
+    /// publishes them and runs their callbacks, each apart: one that panics stops neither
+    /// the thread nor the others. Returns false once shut down and drained.
     pub(crate) fn complete_deferred(&self) -> bool {
         let Some(queued) = self.durable.take() else {
             return false;
@@ -222,10 +223,14 @@ impl DbInner {
                 "deferred commit {} acknowledged before it is visible",
                 deferred.seq
             );
-            (deferred.on_durable)(match &result {
+            let outcome = match &result {
                 Ok(()) => Ok(()),
                 Err(e) => Err(Error::Poisoned { reason: e.to_string() }),
-            });
+            };
+            // A panicking callback is its caller's bug: the panic hook reports it, and the
+            // thread goes on acknowledging every other commit (the commit itself stands).
+            let on_durable = deferred.on_durable;
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || on_durable(outcome)));
         }
         true
     }

@@ -151,3 +151,30 @@ fn a_callback_may_drop_the_last_handle_of_the_database() {
     let reopened = Db::open_with_fs(Arc::new(crashed), "/l", options()).expect("reopen");
     assert_eq!(reopened.get(b"k").expect("get"), Some(b"v".to_vec()));
 }
+
+#[test]
+fn a_panicking_callback_neither_poisons_the_database_nor_stops_other_acknowledgements() {
+    let db = Arc::new(Db::open_with_fs(Arc::new(MemFs::new()), "/p", options()).expect("open"));
+    let (done, acks) = mpsc::channel();
+    db.write_with_deferred(
+        WriteOptions::default(),
+        |_| {
+            let mut batch = WriteBatch::new();
+            batch.put(b"panics", b"v");
+            Ok::<_, Error>((batch, ()))
+        },
+        Box::new(|_| panic!("a caller's callback panics (this message is expected)")),
+    )
+    .expect("deferred commit");
+    for i in 0..20 {
+        put_deferred(&db, key(1, i), done.clone());
+    }
+    for _ in 0..20 {
+        let (key, visible, result) =
+            acks.recv_timeout(std::time::Duration::from_secs(10)).expect("acknowledged after the panic");
+        assert_eq!(result, Ok(()), "{}", String::from_utf8_lossy(&key));
+        assert!(visible);
+    }
+    db.put(b"after", b"v").expect("the database still takes commits");
+    assert_eq!(db.get(b"panics").expect("get").as_deref(), Some(&b"v"[..]), "the commit itself stands");
+}
