@@ -3,7 +3,9 @@
 //! queued), and a failed sync reported to every waiting commit.
 
 use stampkv_engine::fs::{CrashPolicy, FaultOp, FaultyFs, MemFs};
-use stampkv_engine::{BackgroundMode, Db, Error, Options, SyncMode, WriteBatch, WriteOptions};
+use stampkv_engine::{
+    BackgroundMode, Db, DurableCallback, Error, Options, SyncMode, WriteBatch, WriteOptions,
+};
 use std::io::ErrorKind;
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -19,25 +21,36 @@ fn key(writer: u32, i: u32) -> Vec<u8> {
     format!("w{writer}-{i:05}").into_bytes()
 }
 
-/// Commits `key` deferred; the callback reports (key, whether it was visible, result).
-fn put_deferred(db: &Arc<Db>, key: Vec<u8>, done: mpsc::Sender<(Vec<u8>, bool, Result<(), String>)>) -> u64 {
-    let reader = db.clone();
-    let written = key.clone();
+/// Commits a put of `key` = `value` deferred, with `on_durable` as its callback; the
+/// commit's sequence number.
+fn put_then(db: &Db, key: &[u8], value: &[u8], on_durable: DurableCallback) -> u64 {
     let (seq, ()) = db
         .write_with_deferred(
             WriteOptions::default(),
             |_| {
                 let mut batch = WriteBatch::new();
-                batch.put(&written, &written);
+                batch.put(key, value);
                 Ok::<_, Error>((batch, ()))
             },
-            Box::new(move |result| {
-                let visible = reader.get(&key).ok().flatten().as_deref() == Some(key.as_slice());
-                let _ = done.send((key, visible, result.map_err(|e| e.to_string())));
-            }),
+            on_durable,
         )
         .expect("deferred commit");
     seq
+}
+
+/// Commits `key` deferred; the callback reports (key, whether it was visible, result).
+fn put_deferred(db: &Arc<Db>, key: Vec<u8>, done: mpsc::Sender<(Vec<u8>, bool, Result<(), String>)>) -> u64 {
+    let reader = db.clone();
+    let written = key.clone();
+    put_then(
+        db,
+        &written,
+        &written,
+        Box::new(move |result| {
+            let visible = reader.get(&key).ok().flatten().as_deref() == Some(key.as_slice());
+            let _ = done.send((key, visible, result.map_err(|e| e.to_string())));
+        }),
+    )
 }
 
 #[test]
@@ -125,13 +138,10 @@ fn a_callback_may_drop_the_last_handle_of_the_database() {
     let db = Arc::new(Db::open_with_fs(Arc::new(mem.clone()), "/l", options()).expect("open"));
     let (done, closed) = mpsc::channel();
     let last = db.clone();
-    db.write_with_deferred(
-        WriteOptions::default(),
-        |_| {
-            let mut batch = WriteBatch::new();
-            batch.put(b"k", b"v");
-            Ok::<_, Error>((batch, ()))
-        },
+    put_then(
+        &db,
+        b"k",
+        b"v",
         Box::new(move |result| {
             // The caller has let go by now: this drop closes the database on the
             // durability thread itself.
@@ -139,8 +149,7 @@ fn a_callback_may_drop_the_last_handle_of_the_database() {
             drop(last);
             let _ = done.send(result.is_ok());
         }),
-    )
-    .expect("deferred commit");
+    );
     drop(db);
     assert_eq!(
         closed.recv_timeout(std::time::Duration::from_secs(10)),
@@ -156,16 +165,12 @@ fn a_callback_may_drop_the_last_handle_of_the_database() {
 fn a_panicking_callback_neither_poisons_the_database_nor_stops_other_acknowledgements() {
     let db = Arc::new(Db::open_with_fs(Arc::new(MemFs::new()), "/p", options()).expect("open"));
     let (done, acks) = mpsc::channel();
-    db.write_with_deferred(
-        WriteOptions::default(),
-        |_| {
-            let mut batch = WriteBatch::new();
-            batch.put(b"panics", b"v");
-            Ok::<_, Error>((batch, ()))
-        },
+    put_then(
+        &db,
+        b"panics",
+        b"v",
         Box::new(|_| panic!("a caller's callback panics (this message is expected)")),
-    )
-    .expect("deferred commit");
+    );
     for i in 0..20 {
         put_deferred(&db, key(1, i), done.clone());
     }
