@@ -14,6 +14,11 @@ use crate::key_buf::{KeyBuf, SUFFIX_WINDOW};
 
 /// Most restart points [`Block::touch_restart_entries`] reads ahead of a search.
 const TOUCHED_RESTARTS: usize = 32;
+/// Bytes of entries a seek in a data block asks the processor for, from the restart
+/// point its walk starts at: about a restart interval of 100-byte entries and a short
+/// read after it. Measured in `benches/README.md` ("A seek prefetches the entries it
+/// walks").
+const SEEK_PREFETCH_BYTES: usize = 2048;
 use stampkv_coding::{get_u32_le, get_varint32};
 
 /// A block's bytes (trailer removed) plus the location of its restart array.
@@ -120,6 +125,18 @@ impl Block {
     /// about to walk the block then finds them there instead of missing line by line).
     pub(crate) fn prefetch_entries(&self) {
         crate::prefetch::prefetch_bytes(self.entries());
+    }
+
+    /// Asks the processor to load up to `len` bytes of entries from offset `start` (a
+    /// hint: the walk from a restart point to a seek's target, and the entries a short
+    /// read takes after it, then miss together instead of line by line).
+    #[inline]
+    pub(crate) fn prefetch_entries_from(&self, start: usize, len: usize) {
+        let entries = self.entries();
+        let end = start.saturating_add(len).min(entries.len());
+        if let Some(span) = entries.get(start..end) {
+            crate::prefetch::prefetch_bytes(span);
+        }
     }
 
     /// Approximate heap bytes held (for cache accounting and pinned-memory reporting).
@@ -332,6 +349,7 @@ impl<B: Deref<Target = Block>> BlockIter<B> {
     pub(crate) fn seek_to_first(&mut self) {
         self.corrupt = false;
         self.seek_to_restart(0);
+        self.block.prefetch_entries_from(0, SEEK_PREFETCH_BYTES);
         self.parse_next();
     }
 
@@ -339,6 +357,7 @@ impl<B: Deref<Target = Block>> BlockIter<B> {
     pub(crate) fn seek_to_last(&mut self) {
         self.corrupt = false;
         self.seek_to_restart(self.block.num_restarts.saturating_sub(1));
+        self.block.prefetch_entries_from(self.next, self.block.restarts_offset.saturating_sub(self.next));
         self.parse_next();
         while self.valid && self.next < self.block.restarts_offset {
             self.parse_next();
@@ -391,6 +410,11 @@ impl<B: Deref<Target = Block>> BlockIter<B> {
             return self.mark_end();
         };
         self.seek_to_restart(index);
+        if self.block.restart_point(before) == original {
+            // The current entry opens its restart interval: the walk enters the one
+            // before it, whose entries no step has read yet.
+            self.block.prefetch_entries_from(self.next, original.saturating_sub(self.next));
+        }
         loop {
             self.parse_next();
             // `>=` rather than `==` so that a malformed block cannot loop forever.
@@ -419,12 +443,20 @@ impl<B: Deref<Target = Block>> BlockIter<B> {
     pub(crate) fn seek(&mut self, user_key: &[u8], trailer: u64) {
         let last = self.block.num_restarts.saturating_sub(1);
         self.block.touch_restart_entries();
-        self.seek_within(user_key, trailer, 0, last);
+        self.seek_within(user_key, trailer, 0, last, SEEK_PREFETCH_BYTES);
     }
 
     /// Like [`seek`](Self::seek), given that the last restart point whose key is <
-    /// target (or restart 0 if there is none) lies in `left..=right`.
-    pub(crate) fn seek_within(&mut self, user_key: &[u8], trailer: u64, left: usize, right: usize) {
+    /// target (or restart 0 if there is none) lies in `left..=right`. Asks the processor
+    /// for `prefetch_bytes` of entries from that restart point before walking them.
+    pub(crate) fn seek_within(
+        &mut self,
+        user_key: &[u8],
+        trailer: u64,
+        left: usize,
+        right: usize,
+        prefetch_bytes: usize,
+    ) {
         self.corrupt = false;
         let mut right = right.min(self.block.num_restarts.saturating_sub(1));
         let mut left = left.min(right);
@@ -440,6 +472,7 @@ impl<B: Deref<Target = Block>> BlockIter<B> {
             }
         }
         self.seek_to_restart(left);
+        self.block.prefetch_entries_from(self.next, prefetch_bytes);
         loop {
             self.parse_next();
             if !self.valid || compare_stored(self.key(), user_key, trailer) != Ordering::Less {
