@@ -554,6 +554,15 @@ mod tests {
     }
 
     #[test]
+    fn prefetch_hints_accept_any_span() {
+        let block = build(&sample(), 16);
+        let len = block.entries().len();
+        for (start, span) in [(0, 0), (0, usize::MAX), (len, 64), (len + 1, 1), (usize::MAX, usize::MAX)] {
+            block.prefetch_entries_from(start, span);
+        }
+    }
+
+    #[test]
     fn empty_block() {
         let block = build(&[], 16);
         let mut it = BlockIter::new(&block, true);
