@@ -124,7 +124,7 @@ impl Block {
     /// Asks the processor to load the block's entries into its caches (a hint: a scan
     /// about to walk the block then finds them there instead of missing line by line).
     pub(crate) fn prefetch_entries(&self) {
-        crate::prefetch::prefetch_bytes(self.entries());
+        self.prefetch_entries_from(0, usize::MAX);
     }
 
     /// Asks the processor to load up to `len` bytes of entries from offset `start` (a
