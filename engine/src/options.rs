@@ -117,6 +117,15 @@ pub struct Options {
     /// the number of open tables. `false` pins them for as long as the table is open
     /// (about 2% of the table: 0.3 MiB for a 16 MiB table): no rereads, memory up to `max_open_files` times that.
     pub cache_index_and_filter_blocks: bool,
+    /// Put the data blocks of the tables that flushes and compactions write into the block
+    /// cache as they are written, while the cache has free room (default true): a copy of
+    /// each block, made only if it fits without evicting anything (RocksDB's "prepopulate
+    /// block cache", which RocksDB does for flushes only). A database that was just loaded
+    /// then serves its first reads from the cache instead of reading each block once, and
+    /// compactions find their inputs there. The blocks of a table a compaction replaced
+    /// leave the cache when its file is removed, which frees their room for newer tables.
+    /// The cache fills up to `block_cache_bytes` during a load instead of as reads need it.
+    pub prepopulate_block_cache: bool,
     /// Level-0 file count that triggers compaction (default 4).
     pub l0_compaction_trigger: usize,
     /// Compact tables that reads keep paying for (default true): a cursor or range that
@@ -185,6 +194,7 @@ impl Default for Options {
             block_cache_bytes: default_block_cache_bytes(),
             max_open_files: 1000,
             cache_index_and_filter_blocks: true,
+            prepopulate_block_cache: true,
             release_freed_memory: true,
             l0_compaction_trigger: 4,
             read_triggered_compaction: true,

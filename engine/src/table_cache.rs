@@ -226,10 +226,10 @@ impl TableCache {
         Ok(table)
     }
 
-    /// Drops the cache's reference to table `number` (its file is no longer live).
-    pub(crate) fn evict(&self, number: u64) {
-        let evicted = self.shard(number).lock().remove(number);
-        drop(evicted);
+    /// Drops the cache's reference to table `number` (its file is no longer live) and
+    /// returns it, if the cache held it open.
+    pub(crate) fn evict(&self, number: u64) -> Option<Arc<Table>> {
+        self.shard(number).lock().remove(number)
     }
 
     /// What the cache holds now.

@@ -107,8 +107,18 @@ pub struct TableBuilder<W: Write> {
     last_trailer: u64,
     props: TableProperties,
     /// Where each data block goes as it is written, if anywhere (see
-    /// [`TableBuilder::fill_block_cache`]): the cache and the table id it is keyed under.
-    fill_cache: Option<(Arc<BlockCache>, u64)>,
+    /// [`TableBuilder::fill_block_cache`]): the cache, the table id it is keyed under and
+    /// whether blocks may evict others.
+    fill_cache: Option<(Arc<BlockCache>, u64, CacheFill)>,
+}
+
+/// How a builder's data blocks enter the block cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CacheFill {
+    /// Like blocks read from the file: evicting others as needed.
+    Evicting,
+    /// Only into free room: blocks that do not fit are not cached.
+    FreeRoomOnly,
 }
 
 impl<W: Write> TableBuilder<W> {
@@ -139,7 +149,15 @@ impl<W: Write> TableBuilder<W> {
     /// RocksDB calls prepopulating the block cache). Costs a copy of each block; the cache
     /// evicts as usual. `table_id` must be the id the finished table will be opened with.
     pub fn fill_block_cache(&mut self, cache: Arc<BlockCache>, table_id: u64) {
-        self.fill_cache = Some((cache, table_id));
+        self.fill_cache = Some((cache, table_id, CacheFill::Evicting));
+    }
+
+    /// Like [`TableBuilder::fill_block_cache`], but a block is cached only if it fits in
+    /// the room the cache has free when it is written: it never evicts a block readers
+    /// brought in. So a cache that is not yet full fills with the newest tables' blocks
+    /// (with no copy made for a block that does not fit), and a full one is left alone.
+    pub fn fill_block_cache_free_room(&mut self, cache: Arc<BlockCache>, table_id: u64) {
+        self.fill_cache = Some((cache, table_id, CacheFill::FreeRoomOnly));
     }
 
     /// Adds an entry; must be strictly after the previous one in table order.
@@ -221,7 +239,16 @@ impl<W: Write> TableBuilder<W> {
         let raw = self.data_block.finish();
         self.props.uncompressed_data_bytes += (raw.len() + BLOCK_TRAILER_LEN) as u64;
         // The block as a reader decodes it (before a raw block gets its trailer below).
-        let cached = self.fill_cache.as_ref().map(|_| raw.clone());
+        let offset = self.out.offset;
+        let cached = match &self.fill_cache {
+            Some((cache, id, CacheFill::FreeRoomOnly))
+                if !cache.has_free_room_for(*id, offset, raw.len()) =>
+            {
+                None
+            }
+            Some(_) => Some(raw.clone()),
+            None => None,
+        };
         let codec = self.options.compression;
         let block_type = if codec != Compression::None && self.probes.should_try() {
             let block_type = compress_block(codec, raw, &mut self.compressed);
@@ -238,11 +265,16 @@ impl<W: Write> TableBuilder<W> {
         self.data_block.reset();
         self.props.data_block_count += 1;
         self.pending_handle = Some(handle);
-        if let (Some((cache, table_id)), Some(contents)) = (&self.fill_cache, cached) {
+        debug_assert_eq!(handle.offset, offset, "a block is written where the output stood");
+        if let (Some((cache, table_id, fill)), Some(contents)) = (&self.fill_cache, cached) {
             // A block this builder made always decodes; one that did not would simply be
             // read from the file when needed.
             if let Ok(block) = Block::new(contents) {
-                cache.insert(*table_id, handle.offset, Cached::Data(Arc::new(block)));
+                let block = Cached::Data(Arc::new(block));
+                match fill {
+                    CacheFill::Evicting => cache.insert(*table_id, handle.offset, block),
+                    CacheFill::FreeRoomOnly => cache.insert_into_free_room(*table_id, handle.offset, block),
+                }
             }
         }
         Ok(())

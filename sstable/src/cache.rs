@@ -208,6 +208,19 @@ impl Shard {
         Some(entry.value.clone())
     }
 
+    /// Whether `charge` more bytes fit without evicting anything.
+    fn has_room(&self, charge: usize) -> bool {
+        self.usage.saturating_add(charge) <= self.capacity
+    }
+
+    /// Removes the entry under `key`, if any. Its key stays in the ring until the hand
+    /// passes it, which then drops it (a key without an entry is skipped).
+    fn remove(&mut self, key: CacheKey) {
+        if let Some(entry) = self.map.remove(&key) {
+            self.usage -= entry.charge;
+        }
+    }
+
     fn insert(&mut self, key: CacheKey, value: Cached, charge: usize) {
         if charge > self.capacity || self.map.contains_key(&key) {
             return; // too big to cache at all, or another reader inserted it first
@@ -331,6 +344,41 @@ impl BlockCache {
         let charge = value.memory_usage() + ENTRY_OVERHEAD;
         if let Some(shard) = self.shard((table_id, offset)) {
             shard.lock().insert((table_id, offset), value, charge);
+        }
+    }
+
+    /// Caches a block only if it fits in the room the cache has free: never evicts for it.
+    /// For blocks nobody asked for yet (a new table's, as it is written).
+    pub(crate) fn insert_into_free_room(&self, table_id: u64, offset: u64, value: Cached) {
+        let charge = value.memory_usage() + ENTRY_OVERHEAD;
+        if let Some(shard) = self.shard((table_id, offset)) {
+            let mut shard = shard.lock();
+            if shard.has_room(charge) {
+                shard.insert((table_id, offset), value, charge);
+            }
+        }
+    }
+
+    /// Whether a block of about `bytes` at (`table_id`, `offset`) would fit in the free room
+    /// now (a hint: [`BlockCache::insert_into_free_room`] checks again).
+    pub(crate) fn has_free_room_for(&self, table_id: u64, offset: u64, bytes: usize) -> bool {
+        let charge = bytes.saturating_add(ENTRY_OVERHEAD);
+        self.shard((table_id, offset)).is_some_and(|shard| shard.lock().has_room(charge))
+    }
+
+    /// Drops the block at (`table_id`, `offset`), of any kind, if the cache holds it.
+    pub(crate) fn remove(&self, table_id: u64, offset: u64) {
+        if let Some(shard) = self.shard((table_id, offset)) {
+            shard.lock().remove((table_id, offset));
+        }
+    }
+
+    /// The cached index block at (`table_id`, `offset`), counting nothing and giving it no
+    /// extra chance.
+    pub(crate) fn peek_index(&self, table_id: u64, offset: u64) -> Option<Arc<IndexBlock>> {
+        match &self.shard((table_id, offset))?.lock().map.get(&(table_id, offset))?.value {
+            Cached::Index(index) => Some(Arc::clone(index)),
+            Cached::Data(_) | Cached::Filter(_) => None,
         }
     }
 

@@ -244,6 +244,41 @@ impl Table {
         }
     }
 
+    /// Removes this table's blocks from the block cache: for a table whose file is going
+    /// away, so that the room its blocks held is free again at once instead of when the
+    /// cache's clock gets round to them (free room is what new tables' blocks fill, see
+    /// [`TableBuilder::fill_block_cache_free_room`](crate::TableBuilder::fill_block_cache_free_room)).
+    /// Walks the index if it is pinned or cached (it reads nothing from the file); without
+    /// it only the index and filter entries are removed and the data blocks age out.
+    /// Returns the number of data blocks looked for. Readers holding a block keep it.
+    pub fn evict_from_block_cache(&self) -> u64 {
+        let Some(cache) = &self.cache else {
+            return 0;
+        };
+        let index = match &self.meta {
+            MetaBlocks::Pinned { index, .. } => Some(Arc::clone(index)),
+            MetaBlocks::Cached(cache) => cache.peek_index(self.id, self.index_handle.offset),
+        };
+        let mut blocks = 0;
+        if let Some(index) = index {
+            let mut it = BlockIter::new(index.block().as_ref(), true);
+            it.seek_to_first();
+            while it.valid() {
+                // A damaged handle names no cached block: skip it.
+                if let Ok(handle) = self.decode_handle(it.value()) {
+                    cache.remove(self.id, handle.offset);
+                    blocks += 1;
+                }
+                it.next();
+            }
+        }
+        cache.remove(self.id, self.index_handle.offset);
+        if let Some(filter) = self.filter_handle {
+            cache.remove(self.id, filter.offset);
+        }
+        blocks
+    }
+
     /// A new iterator (unpositioned). Data blocks it reads from the file go into the block
     /// cache.
     pub fn iter(self: &Arc<Self>) -> TableIter {

@@ -96,6 +96,9 @@ pub(crate) struct TableEnv {
     pub table_cache: Arc<TableCache>,
     /// Removes obsolete tables (see [`FileRemover`]).
     pub remover: Arc<FileRemover>,
+    /// New tables' data blocks go into the block cache's free room as they are written
+    /// (see [`crate::Options::prepopulate_block_cache`]); false unless set.
+    pub prepopulate_block_cache: bool,
 }
 
 impl TableEnv {
@@ -128,6 +131,7 @@ impl TableEnv {
             cache,
             table_cache,
             remover: Arc::new(FileRemover::new()),
+            prepopulate_block_cache: false,
         }
     }
 
@@ -138,7 +142,10 @@ impl TableEnv {
         let file = self.fs.create(&path).map_err(|e| Error::io(format!("creating {}", path.display()), e))?;
         let compression = compression_for_level(&self.options, &self.compression_per_level, level);
         let options = TableOptions { compression, ..self.options.clone() };
-        let builder = TableBuilder::new(FileWriter::new(file), options);
+        let mut builder = TableBuilder::new(FileWriter::new(file), options);
+        if self.prepopulate_block_cache {
+            builder.fill_block_cache_free_room(self.cache.clone(), number);
+        }
         Ok(TableOutput { number, level, builder, last_key: Vec::new(), earliest_expiry_ms: None })
     }
 

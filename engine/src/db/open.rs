@@ -49,7 +49,7 @@ pub(crate) fn open(fs: Arc<dyn Fs>, dir: &Path, options: Options) -> Result<DbIn
     let state = load_manifest(&*fs, dir, &names, &options)?;
     let highest_number = names.iter().filter_map(|n| file_number(filename::parse(n)?)).max().unwrap_or(0);
     let next_file = AtomicU64::new(state.next_file_number.max(highest_number + 1).max(1));
-    let tables = TableEnv::new(
+    let mut tables = TableEnv::new(
         fs.clone(),
         dir,
         options.table.clone(),
@@ -58,6 +58,7 @@ pub(crate) fn open(fs: Arc<dyn Fs>, dir: &Path, options: Options) -> Result<DbIn
         options.max_open_files,
         options.cache_index_and_filter_blocks,
     );
+    tables.prepopulate_block_cache = options.prepopulate_block_cache;
     let mut levels: [Vec<Arc<TableFile>>; NUM_LEVELS] = Default::default();
     for (level_files, files) in levels.iter_mut().zip(state.levels.iter()) {
         for desc in files.values() {

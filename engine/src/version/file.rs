@@ -161,11 +161,11 @@ impl TableFile {
 impl Drop for TableFile {
     fn drop(&mut self) {
         // No version refers to the file any more: nothing will ask the cache for it.
-        self.cache.evict(self.desc.number);
+        let table = self.cache.evict(self.desc.number);
         if self.obsolete.load(Ordering::Acquire) {
             // Not on this thread if it can be helped: an unlink can take long (see
             // `FileRemover`). A failure leaves an orphan that the next open removes.
-            self.remover.remove(&self.fs, &self.path);
+            self.remover.remove_table(&self.fs, &self.path, table);
         }
     }
 }

@@ -474,6 +474,8 @@ fn compactions_leave_the_blocks_they_read_out_of_the_block_cache() {
     options.write_buffer_size = 32 << 10;
     options.target_file_size = 64 << 10;
     options.block_cache_bytes = 16 << 20;
+    // What compactions read, alone (what they write is the test below).
+    options.prepopulate_block_cache = false;
     let db = Db::open_with_fs(Arc::new(MemFs::new()), DIR, options).unwrap();
     let mut model = Model::new();
     let mut rng = Rng::new(5);
@@ -499,6 +501,91 @@ fn compactions_leave_the_blocks_they_read_out_of_the_block_cache() {
         assert_eq!(db.get(k).unwrap().as_ref(), Some(v));
     }
     assert!(db.stats().block_cache_bytes > stats.block_cache_bytes + (100 << 10), "{:?}", db.stats());
+}
+
+/// Loads 6,000 keys through flushes and compactions into tables of 64 KiB; returns the
+/// database and what it holds.
+fn load_for_prepopulation(prepopulate: bool, cache_bytes: usize) -> (Db, Model) {
+    let mut options = options(1000);
+    options.table.block_size = 4096;
+    options.write_buffer_size = 32 << 10;
+    options.target_file_size = 64 << 10;
+    options.block_cache_bytes = cache_bytes;
+    options.prepopulate_block_cache = prepopulate;
+    let db = Db::open_with_fs(Arc::new(MemFs::new()), DIR, options).unwrap();
+    let mut model = Model::new();
+    let mut rng = Rng::new(8);
+    for i in 0..6000 {
+        let (k, v) = (key(rng.below(8000)), format!("value {i} {}", "p".repeat(rng.index(80))).into_bytes());
+        db.put(&k, &v).unwrap();
+        model.insert(k, v);
+    }
+    db.flush().unwrap();
+    (db, model)
+}
+
+/// Data-block misses so far: every miss less those of index and filter blocks.
+fn data_misses(db: &Db) -> u64 {
+    let stats = db.stats();
+    stats.block_cache_hits_misses.1 - stats.block_cache_index_filter_hits_misses.1
+}
+
+#[test]
+fn new_tables_fill_the_free_room_of_the_block_cache_and_leave_it_when_replaced() {
+    let (db, model) = load_for_prepopulation(true, 16 << 20);
+    let stats = db.stats();
+    let written = stats.flush_bytes_uncompressed + stats.compaction_bytes_written_uncompressed;
+    assert!(stats.compactions > 3 && written > 3 * stats.table_bytes_uncompressed, "{stats:?}");
+    // The cache holds the live tables' blocks and no more: those of the tables that
+    // compactions replaced left it with their files (or it would hold `written`).
+    let live = stats.table_bytes_uncompressed;
+    assert!(stats.block_cache_bytes > live / 2, "{} cached of {live} live", stats.block_cache_bytes);
+    assert!(stats.block_cache_bytes < live + live / 4, "{} cached of {live} live", stats.block_cache_bytes);
+    // So every read finds its block there.
+    let misses = data_misses(&db);
+    for (k, v) in &model {
+        assert_eq!(db.get(k).unwrap().as_ref(), Some(v));
+    }
+    let scanned: Vec<_> =
+        db.range::<&[u8], _>(..).map(|e| e.map(|e| (e.key, e.value))).collect::<Result<_, _>>().unwrap();
+    let want: Vec<_> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    assert!(scanned == want, "the scan differs from the model");
+    assert_eq!(data_misses(&db), misses, "a read missed the cache");
+
+    // Without the option, the same reads go to the tables.
+    let (db, model) = load_for_prepopulation(false, 16 << 20);
+    let misses = data_misses(&db);
+    for (k, v) in &model {
+        assert_eq!(db.get(k).unwrap().as_ref(), Some(v));
+    }
+    assert!(data_misses(&db) > misses + 10, "{:?}", db.stats());
+}
+
+#[test]
+fn new_tables_never_push_cached_blocks_out() {
+    // A cache far smaller than the data: full after the load, with the newest blocks.
+    let (db, model) = load_for_prepopulation(true, 64 << 10);
+    let stats = db.stats();
+    assert!(stats.block_cache_bytes <= 64 << 10);
+    assert!(stats.block_cache_bytes > 32 << 10, "{stats:?}");
+    // Blocks that reads bring in stay while more tables are written.
+    let hot: Vec<_> = model.keys().step_by(400).cloned().collect();
+    for k in &hot {
+        assert_eq!(db.get(k).unwrap().as_ref(), model.get(k));
+    }
+    let (misses, compactions) = (data_misses(&db), db.stats().compactions);
+    // One more level-0 table, not enough to start a compaction (which would move the hot
+    // keys into new tables).
+    for i in 0..200 {
+        db.put(&key(9000 + i), &[b'n'; 100]).unwrap();
+    }
+    db.flush().unwrap();
+    assert_eq!(db.stats().compactions, compactions, "{:?}", db.stats());
+    assert!(db.stats().flushes > 0);
+    for k in &hot {
+        assert_eq!(db.get(k).unwrap().as_ref(), model.get(k));
+    }
+    assert_eq!(data_misses(&db), misses, "a new table's blocks evicted a block reads use");
 }
 
 /// Reads that miss a tiny block cache while the compaction thread runs: with

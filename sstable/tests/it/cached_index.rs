@@ -442,4 +442,79 @@ fn a_table_built_into_the_cache_is_read_whole_from_it() {
         assert!(it.valid() && it.user_key() == &user[..] && it.value() == &value[..]);
     }
     assert_eq!(cache.counters().data_misses, 0);
+    // Its file going away, the table takes every block it put in the cache out again:
+    // data, index and filter.
+    assert_eq!(table.evict_from_block_cache(), blocks);
+    assert_eq!((cache.entry_count(), cache.usage_bytes()), (0, 0));
+}
+
+/// Builds a table of `entries` with its data blocks put into `cache` as `fill` says, and
+/// opens it with its index and filter pinned.
+fn build_filling(
+    entries: &[Entry],
+    id: u64,
+    cache: &Arc<BlockCache>,
+    fill: fn(&mut TableBuilder<Vec<u8>>, Arc<BlockCache>, u64),
+) -> (Arc<Table>, u64) {
+    let mut builder = TableBuilder::new(Vec::new(), small_blocks());
+    fill(&mut builder, cache.clone(), id);
+    for (user, trailer, value) in entries {
+        builder.add(user, *trailer, value).unwrap();
+    }
+    let (summary, bytes) = builder.finish(&[]).unwrap();
+    // Index and filter pinned: only data blocks compete for the cache.
+    let name = format!("table-{id}.sst");
+    let placement = IndexFilterPlacement::Pinned;
+    let table = Table::open_with(Arc::new(bytes), id, name, Some(cache.clone()), placement).unwrap();
+    (table, summary.properties.data_block_count)
+}
+
+/// Scans `table` and returns the data-block (hits, misses) the scan added.
+fn scan_counts(table: &Arc<Table>, cache: &BlockCache) -> (u64, u64) {
+    let before = cache.counters();
+    let mut it = table.iter_without_caching();
+    it.seek_to_first().unwrap();
+    while it.valid() {
+        it.next().unwrap();
+    }
+    let after = cache.counters();
+    (after.data_hits - before.data_hits, after.data_misses - before.data_misses)
+}
+
+#[test]
+fn a_table_built_into_free_room_takes_what_fits_and_evicts_nothing() {
+    // One shard of 160 KiB: the first table (~150 blocks of ~300 bytes) fits, the second
+    // (~500 blocks) only in part.
+    let cache = Arc::new(BlockCache::new(160 << 10));
+    let (first, first_blocks) = build_filling(&entries(0, 600), 1, &cache, TableBuilder::fill_block_cache);
+    assert!(first_blocks > 40, "{first_blocks} blocks");
+    let held = cache.entry_count_of(BlockKind::Data) as u64;
+    assert_eq!(held, first_blocks, "the first table fits whole");
+    let (second, second_blocks) =
+        build_filling(&entries(1, 2000), 2, &cache, TableBuilder::fill_block_cache_free_room);
+    let both = cache.entry_count_of(BlockKind::Data) as u64;
+    assert!(both > held, "nothing of the second table was cached");
+    assert!(both < held + second_blocks, "the second table fit whole: make the cache smaller");
+    assert!(cache.usage_bytes() <= cache.capacity_bytes());
+    // The first table's blocks are all still there; the second's are partly.
+    assert_eq!(scan_counts(&first, &cache), (first_blocks, 0));
+    let (hits, misses) = scan_counts(&second, &cache);
+    assert_eq!(hits, both - held);
+    assert_eq!(hits + misses, second_blocks);
+
+    // A table going away takes its blocks with it, and only its own.
+    let usage = cache.usage_bytes();
+    assert_eq!(second.evict_from_block_cache(), second_blocks);
+    assert_eq!(cache.entry_count_of(BlockKind::Data) as u64, held);
+    assert!(cache.usage_bytes() < usage);
+    assert_eq!(scan_counts(&first, &cache), (first_blocks, 0));
+    assert_eq!(scan_counts(&second, &cache), (0, second_blocks));
+    // Freed room is filled again by the next table built into free room.
+    let (third, third_blocks) =
+        build_filling(&entries(2, 300), 3, &cache, TableBuilder::fill_block_cache_free_room);
+    assert_eq!(scan_counts(&third, &cache), (third_blocks, 0));
+    first.evict_from_block_cache();
+    third.evict_from_block_cache();
+    assert_eq!(cache.entry_count_of(BlockKind::Data), 0);
+    assert_eq!(cache.usage_bytes(), 0);
 }
