@@ -12,7 +12,7 @@
 //!
 //! A crash before the removal leaves an orphan that the next open removes.
 //!
-//! A table's removal also takes its blocks out of the block cache
+//! A table's removal can also take its blocks out of the block cache
 //! ([`Table::evict_from_block_cache`]), on the same thread and for the same reason: it
 //! walks the table's index, a few thousand cache removals for a 16 MiB table.
 
@@ -20,6 +20,7 @@ use crate::fs::Fs;
 use parking_lot::Mutex;
 use stampkv_sstable::Table;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{channel, Sender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -43,6 +44,9 @@ pub(crate) struct FileRemover {
     /// Where removals go while the thread runs.
     queue: Mutex<Option<Sender<Removal>>>,
     thread: Mutex<Option<JoinHandle<()>>>,
+    /// Whether a removed table's blocks leave the block cache (see
+    /// [`FileRemover::set_evict_blocks`]).
+    evict_blocks: AtomicBool,
 }
 
 impl FileRemover {
@@ -73,9 +77,20 @@ impl FileRemover {
         self.remove_table(fs, path, None);
     }
 
-    /// Removes table file `path` and takes `table`'s blocks (if given: the table as it
-    /// was open) out of the block cache: queued for the thread if it runs, else now.
+    /// Whether [`FileRemover::remove_table`] takes the table's blocks out of the block
+    /// cache (default false: they age out). Worth it when new tables fill the cache's
+    /// free room (`Options::prepopulate_block_cache`), which the removed blocks free; else
+    /// it only adds work (freeing blocks another thread allocated) where the cache's clock
+    /// would evict them anyway.
+    pub(crate) fn set_evict_blocks(&self, on: bool) {
+        self.evict_blocks.store(on, Ordering::Relaxed);
+    }
+
+    /// Removes table file `path` and, if set to ([`FileRemover::set_evict_blocks`]),
+    /// takes `table`'s blocks (if given: the table as it was open) out of the block cache:
+    /// queued for the thread if it runs, else now.
     pub(crate) fn remove_table(&self, fs: &Arc<dyn Fs>, path: &Path, table: Option<Arc<Table>>) {
+        let table = table.filter(|_| self.evict_blocks.load(Ordering::Relaxed));
         let removal = (fs.clone(), path.to_path_buf(), table);
         let unsent = match &*self.queue.lock() {
             Some(sender) => sender.send(removal).err().map(|e| e.0),

@@ -98,7 +98,7 @@ pub(crate) struct TableEnv {
     pub remover: Arc<FileRemover>,
     /// New tables' data blocks go into the block cache's free room as they are written
     /// (see [`crate::Options::prepopulate_block_cache`]); false unless set.
-    pub prepopulate_block_cache: bool,
+    prepopulate_block_cache: bool,
 }
 
 impl TableEnv {
@@ -133,6 +133,13 @@ impl TableEnv {
             remover: Arc::new(FileRemover::new()),
             prepopulate_block_cache: false,
         }
+    }
+
+    /// Has new tables' data blocks go into the block cache's free room as they are written,
+    /// and removed tables' blocks leave it (see [`crate::Options::prepopulate_block_cache`]).
+    pub(crate) fn set_prepopulate_block_cache(&mut self, on: bool) {
+        self.prepopulate_block_cache = on;
+        self.remover.set_evict_blocks(on);
     }
 
     /// Creates table file `number`, to go into `level`, and a builder writing to it

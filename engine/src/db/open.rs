@@ -58,7 +58,7 @@ pub(crate) fn open(fs: Arc<dyn Fs>, dir: &Path, options: Options) -> Result<DbIn
         options.max_open_files,
         options.cache_index_and_filter_blocks,
     );
-    tables.prepopulate_block_cache = options.prepopulate_block_cache;
+    tables.set_prepopulate_block_cache(options.prepopulate_block_cache);
     let mut levels: [Vec<Arc<TableFile>>; NUM_LEVELS] = Default::default();
     for (level_files, files) in levels.iter_mut().zip(state.levels.iter()) {
         for desc in files.values() {
