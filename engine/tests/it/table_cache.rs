@@ -467,45 +467,9 @@ fn index_damage_is_a_corruption_when_reloaded(max_open_files: usize) {
     drop(db);
 }
 
-#[test]
-fn compactions_leave_the_blocks_they_read_out_of_the_block_cache() {
-    let mut options = options(1000);
-    options.table.block_size = 4096;
-    options.write_buffer_size = 32 << 10;
-    options.target_file_size = 64 << 10;
-    options.block_cache_bytes = 16 << 20;
-    // What compactions read, alone (what they write is the test below).
-    options.prepopulate_block_cache = false;
-    let db = Db::open_with_fs(Arc::new(MemFs::new()), DIR, options).unwrap();
-    let mut model = Model::new();
-    let mut rng = Rng::new(5);
-    for i in 0..6000 {
-        let (k, v) = (key(rng.below(8000)), format!("value {i} {}", "c".repeat(rng.index(80))).into_bytes());
-        db.put(&k, &v).unwrap();
-        model.insert(k, v);
-    }
-    db.flush().unwrap();
-    let stats = db.stats();
-    assert!(stats.compactions > 3 && stats.compaction_bytes_read > 200 << 10, "{stats:?}");
-    // No read has been made: what is cached is the tables' index and filter blocks, a few
-    // percent of each table ever written. Every data block a compaction read, cached,
-    // would alone be more than `compaction_bytes_read`.
-    assert!(
-        stats.block_cache_bytes < stats.compaction_bytes_read / 4,
-        "{} bytes cached after compactions read {}",
-        stats.block_cache_bytes,
-        stats.compaction_bytes_read
-    );
-    // Reads still fill it.
-    for (k, v) in model.iter().step_by(7) {
-        assert_eq!(db.get(k).unwrap().as_ref(), Some(v));
-    }
-    assert!(db.stats().block_cache_bytes > stats.block_cache_bytes + (100 << 10), "{:?}", db.stats());
-}
-
 /// Loads 6,000 keys through flushes and compactions into tables of 64 KiB; returns the
 /// database and what it holds.
-fn load_for_prepopulation(prepopulate: bool, cache_bytes: usize) -> (Db, Model) {
+fn load_through_compactions(prepopulate: bool, cache_bytes: usize) -> (Db, Model) {
     let mut options = options(1000);
     options.table.block_size = 4096;
     options.write_buffer_size = 32 << 10;
@@ -524,6 +488,28 @@ fn load_for_prepopulation(prepopulate: bool, cache_bytes: usize) -> (Db, Model) 
     (db, model)
 }
 
+#[test]
+fn compactions_leave_the_blocks_they_read_out_of_the_block_cache() {
+    // What compactions read, alone (what they write: the tests below).
+    let (db, model) = load_through_compactions(false, 16 << 20);
+    let stats = db.stats();
+    assert!(stats.compactions > 3 && stats.compaction_bytes_read > 200 << 10, "{stats:?}");
+    // No read has been made: what is cached is the tables' index and filter blocks, a few
+    // percent of each table ever written. Every data block a compaction read, cached,
+    // would alone be more than `compaction_bytes_read`.
+    assert!(
+        stats.block_cache_bytes < stats.compaction_bytes_read / 4,
+        "{} bytes cached after compactions read {}",
+        stats.block_cache_bytes,
+        stats.compaction_bytes_read
+    );
+    // Reads still fill it.
+    for (k, v) in model.iter().step_by(7) {
+        assert_eq!(db.get(k).unwrap().as_ref(), Some(v));
+    }
+    assert!(db.stats().block_cache_bytes > stats.block_cache_bytes + (100 << 10), "{:?}", db.stats());
+}
+
 /// Data-block misses so far: every miss less those of index and filter blocks.
 fn data_misses(db: &Db) -> u64 {
     let stats = db.stats();
@@ -532,7 +518,7 @@ fn data_misses(db: &Db) -> u64 {
 
 #[test]
 fn new_tables_fill_the_free_room_of_the_block_cache_and_leave_it_when_replaced() {
-    let (db, model) = load_for_prepopulation(true, 16 << 20);
+    let (db, model) = load_through_compactions(true, 16 << 20);
     let stats = db.stats();
     let written = stats.flush_bytes_uncompressed + stats.compaction_bytes_written_uncompressed;
     assert!(stats.compactions > 3 && written > 3 * stats.table_bytes_uncompressed, "{stats:?}");
@@ -553,7 +539,7 @@ fn new_tables_fill_the_free_room_of_the_block_cache_and_leave_it_when_replaced()
     assert_eq!(data_misses(&db), misses, "a read missed the cache");
 
     // Without the option, the same reads go to the tables.
-    let (db, model) = load_for_prepopulation(false, 16 << 20);
+    let (db, model) = load_through_compactions(false, 16 << 20);
     let misses = data_misses(&db);
     for (k, v) in &model {
         assert_eq!(db.get(k).unwrap().as_ref(), Some(v));
@@ -564,7 +550,7 @@ fn new_tables_fill_the_free_room_of_the_block_cache_and_leave_it_when_replaced()
 #[test]
 fn new_tables_never_push_cached_blocks_out() {
     // A cache far smaller than the data: full after the load, with the newest blocks.
-    let (db, model) = load_for_prepopulation(true, 64 << 10);
+    let (db, model) = load_through_compactions(true, 64 << 10);
     let stats = db.stats();
     assert!(stats.block_cache_bytes <= 64 << 10);
     assert!(stats.block_cache_bytes > 32 << 10, "{stats:?}");
